@@ -1,0 +1,264 @@
+"""
+One database, two dialects: engines, transactions, retries and error mapping.
+
+Every unit of work is a function of a :class:`Tx`, run by
+:meth:`Database.transaction` in one transaction and retried as a whole on
+transient failures (serialization failures, deadlocks, a busy SQLite file).
+Nothing here ever sleeps inside a transaction.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import psycopg
+import sqlalchemy as sa
+import structlog
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from saga._sqlfiles import Dialect, queries
+from saga.exceptions import DatabaseError, DatabaseUnavailable, InvalidInput
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import URL, Connection, Engine, RowMapping
+
+T = TypeVar("T")
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_URL: Final = "sqlite:///saga.db"
+SQLITE_BUSY_TIMEOUT_MS: Final = 30_000
+# SQLSTATEs after which rerunning the whole transaction is safe and useful.
+_TRANSIENT_SQLSTATES: Final = frozenset(
+    {
+        "40001",  # serialization_failure
+        "40P01",  # deadlock_detected
+        "55P03",  # lock_not_available
+    }
+)
+
+
+def normalize_url(url: str) -> URL:
+    """
+    Parse a database URL and pick the engine's driver for it.
+
+    ``postgresql://`` and ``postgres://`` become ``postgresql+psycopg://``;
+    ``sqlite:///path`` stays.  Anything else is :class:`InvalidInput` on ``db``.
+    """
+    try:
+        parsed = make_url(url.strip())
+    except sa.exc.ArgumentError as exc:
+        raise InvalidInput(field="db", problem=f"not a database URL: {url!r}") from exc
+    backend = parsed.get_backend_name()
+    if backend in ("postgresql", "postgres"):
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend == "sqlite":
+        if parsed.get_driver_name() not in ("pysqlite", ""):
+            raise InvalidInput(field="db", problem="SQLite URLs use the stdlib driver: sqlite:///FILE")
+        return parsed.set(drivername="sqlite")
+    raise InvalidInput(
+        field="db",
+        problem=f"unsupported database {backend!r}: use postgresql://… or sqlite:///FILE",
+    )
+
+
+class Tx:
+    """A transaction in progress: runs the dialect's named queries with bound parameters."""
+
+    __slots__ = ("conn", "db")
+
+    def __init__(self, conn: Connection, db: Database) -> None:
+        self.conn = conn
+        self.db = db
+
+    @property
+    def dialect(self) -> Dialect:
+        """``postgres`` or ``sqlite``."""
+        return self.db.dialect
+
+    def _execute(self, name: str, params: Mapping[str, Any]) -> sa.CursorResult[Any]:
+        return self.conn.execute(self.db.statement(name), dict(params))
+
+    def one(self, query: str, /, **params: Any) -> RowMapping | None:
+        """The first row of ``query``, or ``None``."""
+        return self._execute(query, params).mappings().first()
+
+    def all(self, query: str, /, **params: Any) -> Sequence[RowMapping]:
+        """Every row of ``query``."""
+        return self._execute(query, params).mappings().all()
+
+    def scalar(self, query: str, /, **params: Any) -> Any:
+        """The first column of the first row of ``query``, or ``None``."""
+        return self._execute(query, params).scalar()
+
+    def run(self, query: str, /, **params: Any) -> int:
+        """Run ``query``; the number of rows it changed."""
+        return self._execute(query, params).rowcount
+
+    def script(self, statements: Sequence[str]) -> None:
+        """Run DDL statements (migrations); they carry no parameters."""
+        # The DBAPI cursor, not exec_driver_sql: with no parameters psycopg
+        # leaves "%" alone, which plpgsql's RAISE and strftime formats need.
+        cursor = self.conn.connection.cursor()
+        try:
+            for statement in statements:
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+
+
+class Database:
+    """
+    The engine's handle on one database.
+
+    Args:
+        url: ``postgresql://…`` or ``sqlite:///FILE``.
+        pool_size: connections kept open per process (PostgreSQL).
+        application_name: shown in ``pg_stat_activity``.
+    """
+
+    def __init__(
+        self, url: str, *, pool_size: int = 5, application_name: str = "saga"
+    ) -> None:
+        self.url = normalize_url(url)
+        self.dialect: Dialect = "postgres" if self.url.get_backend_name() == "postgresql" else "sqlite"
+        self._statements = {name: sa.text(q.sql) for name, q in queries(self.dialect).items()}
+        if self.dialect == "postgres":
+            self.engine = self._postgres_engine(pool_size, application_name)
+        else:
+            self.engine = self._sqlite_engine()
+
+    def __repr__(self) -> str:
+        return f"<Database {self.url.render_as_string(hide_password=True)}>"
+
+    def _postgres_engine(self, pool_size: int, application_name: str) -> Engine:
+        return sa.create_engine(
+            self.url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            connect_args={"application_name": application_name, "connect_timeout": 10},
+        )
+
+    def _sqlite_engine(self) -> Engine:
+        engine = sa.create_engine(self.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+
+        @event.listens_for(engine, "connect")
+        def _configure(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+            # Take transactions out of pysqlite's hands so that "begin" below
+            # can say BEGIN IMMEDIATE: a writer then takes the write lock up
+            # front, waits on the busy timeout, and never fails half-way with
+            # SQLITE_BUSY when upgrading a read lock.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            # FULL: a committed (acknowledged) transaction survives power loss too.
+            cursor.execute("PRAGMA synchronous = FULL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            mode = conn.get_execution_options().get("sqlite_begin", "IMMEDIATE")
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if mode == "IMMEDIATE" else "BEGIN")
+
+        return engine
+
+    def statement(self, name: str) -> sa.TextClause:
+        """The compiled named query ``name`` of this dialect."""
+        try:
+            return self._statements[name]
+        except KeyError:
+            msg = f"no query named {name!r} in sql/{self.dialect}/queries.sql"
+            raise KeyError(msg) from None
+
+    def transaction(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
+        """
+        Run ``work`` in one transaction and return its result.
+
+        The transaction commits when ``work`` returns and rolls back when it
+        raises.  Transient failures rerun ``work`` from the start, so ``work``
+        must not have effects outside the database.
+        """
+        retrying = Retrying(
+            retry=retry_if_exception(_is_transient),
+            wait=wait_random_exponential(multiplier=0.005, max=0.5),
+            stop=stop_after_delay(60) | stop_after_attempt(200),
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+        for attempt in retrying:
+            with attempt:
+                return self._once(work, write=write)
+        raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
+
+    def _once(self, work: Callable[[Tx], T], *, write: bool) -> T:
+        try:
+            with self.engine.connect() as conn:
+                if self.dialect == "sqlite":
+                    conn.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
+                with conn.begin():
+                    return work(Tx(conn, self))
+        except sa.exc.DBAPIError as exc:
+            if _is_transient(exc):
+                raise
+            raise _translate(exc) from exc
+
+    def dispose(self) -> None:
+        """Close every pooled connection (call it in a child process after fork)."""
+        self.engine.dispose()
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return False
+    orig = exc.orig
+    if isinstance(orig, sqlite3.OperationalError):
+        text = str(orig).lower()
+        return "locked" in text or "busy" in text
+    if isinstance(orig, psycopg.Error):
+        return orig.sqlstate in _TRANSIENT_SQLSTATES
+    return False
+
+
+def _translate(exc: sa.exc.DBAPIError) -> DatabaseError:
+    orig = exc.orig
+    if isinstance(orig, psycopg.Error):
+        diag = orig.diag
+        if isinstance(orig, psycopg.OperationalError) and orig.sqlstate is None:
+            return DatabaseUnavailable(f"cannot reach PostgreSQL: {str(orig).strip()}")
+        return DatabaseError(
+            str(orig).strip().splitlines()[0],
+            sqlstate=orig.sqlstate,
+            constraint=diag.constraint_name,
+        )
+    if isinstance(orig, sqlite3.Error):
+        text = str(orig)
+        if "unable to open database" in text:
+            return DatabaseUnavailable(f"cannot open the SQLite file: {text}")
+        return DatabaseError(text, sqlstate=None, constraint=_sqlite_constraint(text))
+    return DatabaseError(str(exc))
+
+
+def _sqlite_constraint(text: str) -> str | None:
+    # "CHECK constraint failed: intensives_seats_in_range"
+    _, sep, tail = text.partition("constraint failed: ")
+    return tail.strip() or None if sep else None
+
+
+def _log_retry(state: RetryCallState) -> None:
+    outcome = state.outcome
+    error = outcome.exception() if outcome is not None else None
+    log.debug("db_transient_retry", attempt=state.attempt_number, error=str(error)[:200])

@@ -1,0 +1,74 @@
+"""Wiring: one database, the registered saga kinds and the services over them."""
+
+from __future__ import annotations
+
+import os
+from typing import Final
+
+from saga import _migrate, _purchases
+from saga._catalogue import Catalogue
+from saga._db import DEFAULT_URL, Database
+from saga._purchases import Purchases
+from saga._sagas import Registry, Sagas
+
+URL_ENV: Final = "SAGA_DATABASE_URL"
+
+
+def default_url() -> str:
+    """``$SAGA_DATABASE_URL``, else the SQLite file ``saga.db`` in the working directory."""
+    return os.environ.get(URL_ENV) or DEFAULT_URL
+
+
+def default_registry() -> Registry:
+    """A registry holding the reference purchase saga."""
+    registry = Registry()
+    _purchases.register(registry)
+    return registry
+
+
+class Engine:
+    """
+    The engine over one database.
+
+    Opening it checks the schema: the embedded SQLite file is created or
+    upgraded in place; a PostgreSQL schema must be upgraded explicitly with
+    ``saga db upgrade`` (:class:`~saga.exceptions.SchemaOutOfDate`).
+
+    Args:
+        url: the database; default :func:`default_url`.
+        registry: the saga kinds; default :func:`default_registry`.
+        check_schema: set ``False`` to skip the schema check (``saga db upgrade`` does).
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        registry: Registry | None = None,
+        check_schema: bool = True,
+        pool_size: int = 5,
+    ) -> None:
+        self.db = Database(url or default_url(), pool_size=pool_size)
+        if check_schema:
+            _migrate.ensure_current(self.db)
+        self.registry = registry or default_registry()
+        self.sagas = Sagas(self.db, self.registry)
+        self.catalogue = Catalogue(self.db)
+        self.purchases = Purchases(self.db, self.sagas)
+
+    def __repr__(self) -> str:
+        return f"<Engine {self.db!r}>"
+
+    def upgrade(self) -> _migrate.UpgradeResult:
+        """Create or migrate the schema (idempotent)."""
+        return _migrate.upgrade(self.db)
+
+    def close(self) -> None:
+        """Release the database connections."""
+        self.db.dispose()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

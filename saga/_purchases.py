@@ -1,0 +1,301 @@
+"""
+The purchase of a paid intensive: acceptance, seat accounting, reading.
+
+The machine is :data:`state_machine.purchase.PURCHASE`; this module adds what
+the engine cannot know: a purchase holds one seat of one intensive, and
+each state's ``meta["seat"]`` says whether that seat is held, taken or free.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Final
+
+from saga import _validation
+from saga._catalogue import get_intensive_in
+from saga._codec import as_utc, iso, load_json, maybe_utc
+from saga._money import format_minor
+from saga._records import SagaRecord, TransitionRecord
+from saga._sagas import Fired, Registry, Sagas, history_in
+from saga.exceptions import (
+    DatabaseError,
+    DuplicatePurchase,
+    InvalidInput,
+    NotFound,
+    SeatUnavailable,
+    SoldOut,
+    TransitionNotAllowed,
+)
+from state_machine.purchase import PURCHASE, SEAT_FREE, SEAT_HELD, SEAT_TAKEN
+from steps import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import RowMapping
+
+    from saga._db import Database, Tx
+    from state_machine import Transition
+
+KIND: Final = PURCHASE.name
+DEFAULT_HOLD_SECONDS: Final = 900
+MAX_HOLD_SECONDS: Final = 30 * 24 * 3600
+LIST_MAX: Final = 10_000
+# The unique index that keeps one live seat per student and intensive; SQLite
+# names the columns instead of the index in its error.
+_ONE_SEAT_PER_STUDENT: Final = frozenset(
+    {"purchases_one_seat_per_student", "purchases.intensive_id, purchases.student_id"}
+)
+
+
+class SeatHook:
+    """Moves the intensive's seat counters with the purchase's state, in the same transaction."""
+
+    def on_create(self, tx: Tx, saga: SagaRecord) -> None:
+        """Insert the purchase row and hold its seat (or refuse: sold out)."""
+        data = saga.data
+        taken = tx.one(
+            "student_seat", intensive_id=data["intensive_id"], student_id=data["student_id"]
+        )
+        if taken is not None:
+            raise DuplicatePurchase(
+                intensive_id=data["intensive_id"], student_id=data["student_id"]
+            )
+        tx.run(
+            "insert_purchase",
+            saga_id=saga.id,
+            intensive_id=data["intensive_id"],
+            student_id=data["student_id"],
+            amount_minor=data["amount_minor"],
+            currency=data["currency"],
+            seat=SEAT_FREE,
+        )
+        self._move(tx, saga.id, data["intensive_id"], SEAT_FREE, _seat_of(saga.state))
+
+    def on_transition(
+        self, tx: Tx, before: SagaRecord, after: SagaRecord, transition: Transition
+    ) -> None:
+        """Move the seat to where the new state says (``None``: where it was)."""
+        del before, transition
+        wanted = PURCHASE.state(after.state).meta.get("seat")
+        row = tx.one("purchase_seat", saga_id=after.id)
+        if row is None:
+            raise NotFound(kind="purchase", key=after.id)
+        if wanted is None or wanted == row["seat"]:
+            return
+        self._move(tx, after.id, row["intensive_id"], row["seat"], wanted)
+
+    @staticmethod
+    def _move(tx: Tx, saga_id: str, intensive_id: str, frm: str, to: str) -> None:
+        held = (to == SEAT_HELD) - (frm == SEAT_HELD)
+        taken = (to == SEAT_TAKEN) - (frm == SEAT_TAKEN)
+        if tx.one("move_seats", id=intensive_id, held_delta=held, taken_delta=taken) is None:
+            if held + taken > 0:
+                raise SoldOut(intensive_id=intensive_id)
+            raise SeatUnavailable(
+                intensive_id=intensive_id, reason=f"no {frm} seat to move to {to}"
+            )
+        if tx.run("set_purchase_seat", saga_id=saga_id, from_seat=frm, to_seat=to) != 1:
+            raise SeatUnavailable(
+                intensive_id=intensive_id, reason=f"purchase {saga_id} no longer has a {frm} seat"
+            )
+
+
+def _seat_of(state: str) -> str:
+    seat = PURCHASE.state(state).meta.get("seat")
+    return SEAT_FREE if seat is None else str(seat)
+
+
+def register(registry: Registry) -> None:
+    """Register the purchase saga with its seat accounting."""
+    registry.register(PURCHASE, hooks=[SeatHook()])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Purchase:
+    """A purchase as users see it: its saga, its seat and its history."""
+
+    id: str
+    operation_id: str | None
+    intensive_id: str
+    student_id: str
+    amount_minor: int
+    currency: str
+    seat: str
+    state: str
+    version: int
+    payment_method: str
+    hold_seconds: int
+    deadline_at: datetime | None
+    deadline_event: str | None
+    created_at: datetime
+    updated_at: datetime
+    history: tuple[TransitionRecord, ...] = ()
+
+    @classmethod
+    def from_row(cls, row: RowMapping, history: tuple[TransitionRecord, ...] = ()) -> Purchase:
+        """Build it from a ``get_purchase`` / ``list_purchases`` row."""
+        data = load_json(row["data"])
+        return cls(
+            id=row["id"],
+            operation_id=row["operation_id"],
+            intensive_id=row["intensive_id"],
+            student_id=row["student_id"],
+            amount_minor=int(row["amount_minor"]),
+            currency=row["currency"],
+            seat=row["seat"],
+            state=row["state"],
+            version=int(row["version"]),
+            payment_method=str(data.get("payment_method", DEFAULT_PAYMENT_METHOD)),
+            hold_seconds=int(data.get("hold_seconds", DEFAULT_HOLD_SECONDS)),
+            deadline_at=maybe_utc(row["deadline_at"]),
+            deadline_event=row["deadline_event"],
+            created_at=as_utc(row["created_at"]),
+            updated_at=as_utc(row["updated_at"]),
+            history=history,
+        )
+
+    def to_json(self, *, with_history: bool = True) -> dict[str, Any]:
+        """The contract's purchase object, plus the seat, amount and deadline."""
+        out: dict[str, Any] = {
+            "id": self.id,
+            "operation_id": self.operation_id,
+            "intensive_id": self.intensive_id,
+            "student_id": self.student_id,
+            "state": self.state,
+            "version": self.version,
+            "seat": self.seat,
+            "amount": format_minor(self.amount_minor, self.currency),
+            "amount_minor": self.amount_minor,
+            "currency": self.currency,
+            "payment_method": self.payment_method,
+            "hold_seconds": self.hold_seconds,
+            "deadline": (
+                {"at": iso(self.deadline_at), "event": self.deadline_event}
+                if self.deadline_at is not None
+                else None
+            ),
+            "payment": None,
+            "refund": None,
+            "reconciliation": None,
+            "created_at": iso(self.created_at),
+            "updated_at": iso(self.updated_at),
+        }
+        if with_history:
+            out["history"] = [entry.to_json() for entry in self.history]
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class StartResult:
+    """A purchase accepted (or found again under the same operation id)."""
+
+    purchase: Purchase
+    created: bool
+
+
+class Purchases:
+    """Start, read and cancel purchases."""
+
+    def __init__(self, db: Database, sagas: Sagas) -> None:
+        self.db = db
+        self.sagas = sagas
+
+    def start(
+        self,
+        *,
+        operation_id: str,
+        intensive_id: str,
+        student_id: str,
+        payment_method: str = DEFAULT_PAYMENT_METHOD,
+        hold_seconds: int = DEFAULT_HOLD_SECONDS,
+        actor: str = "api",
+    ) -> StartResult:
+        """
+        Accept a purchase: hold a seat and queue the payment request, in one transaction.
+
+        The same ``operation_id`` with the same request returns the same
+        purchase; with another request it raises
+        :class:`~saga.exceptions.IdempotencyConflict`.  An unknown intensive
+        is :class:`~saga.exceptions.InvalidInput` on ``intensive_id``; no
+        free seat is :class:`~saga.exceptions.SoldOut`.  A refusal changes
+        nothing.
+        """
+        _validation.operation_id(operation_id)
+        intensive_id = _validation.identifier("intensive_id", intensive_id)
+        student_id = _validation.identifier("student_id", student_id)
+        payment_method = _validation.one_of("payment_method", payment_method, PAYMENT_METHODS)
+        hold_seconds = _validation.whole_number(
+            "hold_seconds", hold_seconds, minimum=1, maximum=MAX_HOLD_SECONDS
+        )
+        request = {
+            "intensive_id": intensive_id,
+            "student_id": student_id,
+            "payment_method": payment_method,
+            "hold_seconds": hold_seconds,
+        }
+
+        def prepare(tx: Tx) -> dict[str, Any]:
+            try:
+                intensive = get_intensive_in(tx, intensive_id)
+            except NotFound as exc:
+                raise InvalidInput(
+                    field="intensive_id", problem=f"no intensive {intensive_id!r}", value=intensive_id
+                ) from exc
+            return {
+                **request,
+                "amount_minor": intensive.price_minor,
+                "currency": intensive.currency,
+            }
+
+        try:
+            started = self.sagas.start(
+                KIND, operation_id=operation_id, request=request, prepare=prepare, actor=actor
+            )
+        except DatabaseError as exc:
+            if exc.constraint in _ONE_SEAT_PER_STUDENT:
+                raise DuplicatePurchase(intensive_id=intensive_id, student_id=student_id) from exc
+            raise
+        return StartResult(purchase=self.get(started.saga.id), created=started.created)
+
+    def get(self, saga_id: str) -> Purchase:
+        """One purchase with its history; :class:`NotFound` if there is none."""
+
+        def work(tx: Tx) -> Purchase:
+            row = tx.one("get_purchase", saga_id=saga_id)
+            if row is None:
+                raise NotFound(kind="purchase", key=saga_id)
+            return Purchase.from_row(row, tuple(history_in(tx, saga_id)))
+
+        return self.db.transaction(work, write=False)
+
+    def list(
+        self, *, state: str | None = None, intensive_id: str | None = None, limit: int = 100
+    ) -> list[Purchase]:
+        """Purchases, newest first, optionally of one state and one intensive."""
+        if state is not None:
+            _validation.one_of("state", state, PURCHASE.state_names)
+        if intensive_id is not None:
+            _validation.identifier("intensive_id", intensive_id)
+        limit = _validation.whole_number("limit", limit, minimum=1, maximum=LIST_MAX)
+        rows = self.db.transaction(
+            lambda tx: tx.all("list_purchases", state=state, intensive_id=intensive_id, limit=limit),
+            write=False,
+        )
+        return [Purchase.from_row(row) for row in rows]
+
+    def cancel(self, saga_id: str, *, reason: str, actor: str = "operator") -> Fired:
+        """
+        Cancel a purchase: before payment it is cancelled and the seat freed;
+        once confirmed it goes to ``refund_pending`` (the money goes back).
+
+        A purchase in a state that cannot be cancelled raises
+        :class:`~saga.exceptions.TransitionNotAllowed`.
+        """
+        reason = _validation.text("reason", reason)
+        self.get(saga_id)  # NotFound for an unknown id, before anything else
+        fired = self.sagas.fire(saga_id, "cancel", payload={"reason": reason}, actor=actor, cause=reason)
+        if fired.absorbed:
+            raise TransitionNotAllowed(
+                state=fired.saga.state, event="cancel", reason="the purchase is already final"
+            )
+        return fired

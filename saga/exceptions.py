@@ -1,0 +1,148 @@
+"""
+The engine's exception tree.
+
+Everything the engine raises on purpose derives from :class:`SagaError`.  The
+CLI maps the branches to exit codes: :class:`InvalidInput` → 2,
+:class:`ConflictError` → 3, :class:`NotFound` → 4, anything else → 1.
+"""
+
+from __future__ import annotations
+
+from state_machine.errors import ConflictError, DefinitionError, SagaError, TransitionNotAllowed
+
+__all__ = [
+    "ConflictError",
+    "DatabaseError",
+    "DatabaseUnavailable",
+    "DefinitionError",
+    "DuplicatePurchase",
+    "IdempotencyConflict",
+    "InvalidInput",
+    "JobConflict",
+    "NotFound",
+    "SagaError",
+    "SchemaOutOfDate",
+    "SeatUnavailable",
+    "SoldOut",
+    "TransitionNotAllowed",
+    "VersionConflict",
+]
+
+
+class InvalidInput(SagaError, ValueError):
+    """A value given by the caller is malformed; ``field`` names it."""
+
+    def __init__(self, *, field: str, problem: str, value: object = None) -> None:
+        self.field = field
+        self.problem = problem
+        self.value = value
+        super().__init__(f"{field}: {problem}")
+        self._kwargs = {"field": field, "problem": problem, "value": value}
+
+
+class NotFound(SagaError, LookupError):
+    """Nothing of that kind is stored under that id."""
+
+    def __init__(self, *, kind: str, key: str) -> None:
+        self.kind = kind
+        self.key = key
+        super().__init__(f"{kind} {key!r} not found")
+        self._kwargs = {"kind": kind, "key": key}
+
+
+class IdempotencyConflict(ConflictError):
+    """An operation id was reused with another payload; nothing was changed."""
+
+    def __init__(self, *, operation_id: str, saga_id: str) -> None:
+        self.operation_id = operation_id
+        self.saga_id = saga_id
+        super().__init__(
+            f"operation id {operation_id!r} was already used with another payload "
+            f"(saga {saga_id}); nothing was changed"
+        )
+        self._kwargs = {"operation_id": operation_id, "saga_id": saga_id}
+
+
+class JobConflict(ConflictError):
+    """A job id was reused with another kind or payload; nothing was changed."""
+
+    def __init__(self, *, job_id: str) -> None:
+        self.job_id = job_id
+        super().__init__(f"job {job_id!r} already exists with another kind or payload")
+        self._kwargs = {"job_id": job_id}
+
+
+class VersionConflict(ConflictError):
+    """The saga moved on since it was read; the change was not applied."""
+
+    def __init__(self, *, saga_id: str, expected_version: int, actual_version: int | None) -> None:
+        self.saga_id = saga_id
+        self.expected_version = expected_version
+        self.actual_version = actual_version
+        super().__init__(
+            f"saga {saga_id} is at version {actual_version}, not {expected_version}: "
+            "it changed since it was read; nothing was applied"
+        )
+        self._kwargs = {
+            "saga_id": saga_id,
+            "expected_version": expected_version,
+            "actual_version": actual_version,
+        }
+
+
+class SeatUnavailable(ConflictError):
+    """A seat counter would leave its bounds: no free seat, or none held to release."""
+
+    def __init__(self, *, intensive_id: str, reason: str) -> None:
+        self.intensive_id = intensive_id
+        self.reason = reason
+        super().__init__(f"intensive {intensive_id!r}: {reason}")
+        self._kwargs = {"intensive_id": intensive_id, "reason": reason}
+
+
+class SoldOut(SeatUnavailable):
+    """Every seat of the intensive is held or taken."""
+
+    def __init__(self, *, intensive_id: str, reason: str = "sold out: every seat is held or taken") -> None:
+        super().__init__(intensive_id=intensive_id, reason=reason)
+
+
+class DuplicatePurchase(ConflictError):
+    """The student already holds or has a seat of this intensive."""
+
+    def __init__(self, *, intensive_id: str, student_id: str) -> None:
+        self.intensive_id = intensive_id
+        self.student_id = student_id
+        super().__init__(
+            f"student {student_id!r} already holds or has a seat of intensive {intensive_id!r}"
+        )
+        self._kwargs = {"intensive_id": intensive_id, "student_id": student_id}
+
+
+class DatabaseError(SagaError):
+    """The database refused a statement; ``sqlstate`` and ``constraint`` say why when known."""
+
+    def __init__(
+        self, message: str, *, sqlstate: str | None = None, constraint: str | None = None
+    ) -> None:
+        self.sqlstate = sqlstate
+        self.constraint = constraint
+        super().__init__(message)
+        self._kwargs = {"message": message, "sqlstate": sqlstate, "constraint": constraint}
+
+
+class DatabaseUnavailable(DatabaseError):
+    """The database could not be reached."""
+
+
+class SchemaOutOfDate(SagaError):
+    """The database schema is older than this version of the engine; run ``saga db upgrade``."""
+
+    def __init__(self, *, current: int, required: int) -> None:
+        self.current = current
+        self.required = required
+        super().__init__(
+            f"the database schema is at version {current}, this engine needs {required}: "
+            "run `saga db upgrade`"
+        )
+        self._kwargs = {"current": current, "required": required}

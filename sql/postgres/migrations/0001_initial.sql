@@ -1,0 +1,132 @@
+-- 0001: the first schema of the saga engine.
+-- Times are timestamptz from clock_timestamp(): the database clock decides.
+
+-- Catalogue: intensives and their seat counters.  A seat is free, held (by a
+-- purchase in progress) or taken (paid); free = capacity - held - taken.
+CREATE TABLE intensives (
+    id           text PRIMARY KEY,
+    capacity     integer NOT NULL,
+    price_minor  bigint NOT NULL,
+    currency     text NOT NULL,
+    held         integer NOT NULL DEFAULT 0,
+    taken        integer NOT NULL DEFAULT 0,
+    created_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT intensives_capacity_positive CHECK (capacity > 0),
+    CONSTRAINT intensives_price_positive CHECK (price_minor > 0),
+    CONSTRAINT intensives_currency_iso CHECK (currency ~ '^[A-Z]{3}$'),
+    -- The last line of defence against overselling: no update can break it.
+    CONSTRAINT intensives_seats_in_range CHECK (held >= 0 AND taken >= 0 AND held + taken <= capacity)
+);
+
+-- One row per saga: its persisted state machine.
+CREATE TABLE sagas (
+    id                  text PRIMARY KEY,
+    kind                text NOT NULL,
+    definition_version  integer NOT NULL,
+    state               text NOT NULL,
+    version             integer NOT NULL DEFAULT 1,
+    data                jsonb NOT NULL DEFAULT '{}',
+    deadline_at         timestamptz,
+    deadline_event      text,
+    created_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    entered_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT sagas_version_positive CHECK (version >= 1),
+    CONSTRAINT sagas_deadline_paired CHECK ((deadline_at IS NULL) = (deadline_event IS NULL))
+);
+CREATE INDEX sagas_kind_state ON sagas (kind, state);
+CREATE INDEX sagas_deadline ON sagas (deadline_at) WHERE deadline_at IS NOT NULL;
+
+-- Append-only audit: one row per transition, the creation included.
+CREATE TABLE saga_transitions (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    saga_id     text NOT NULL REFERENCES sagas (id),
+    version     integer NOT NULL,
+    from_state  text,
+    to_state    text NOT NULL,
+    event       text NOT NULL,
+    actor       text NOT NULL,
+    cause       text,
+    payload     jsonb NOT NULL DEFAULT '{}',
+    at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT saga_transitions_one_per_version UNIQUE (saga_id, version)
+);
+
+CREATE FUNCTION saga_transitions_append_only() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'saga_transitions is append-only: % refused', TG_OP
+        USING ERRCODE = 'integrity_constraint_violation';
+END
+$$;
+CREATE TRIGGER saga_transitions_no_update_or_delete
+    BEFORE UPDATE OR DELETE ON saga_transitions
+    FOR EACH ROW EXECUTE FUNCTION saga_transitions_append_only();
+CREATE TRIGGER saga_transitions_no_truncate
+    BEFORE TRUNCATE ON saga_transitions
+    FOR EACH STATEMENT EXECUTE FUNCTION saga_transitions_append_only();
+
+-- Accepted operation ids: the same id with the same digest returns the same
+-- saga; with another digest it is a conflict.  The foreign key is deferred
+-- because the id is claimed first, to serialize racing acceptances.
+CREATE TABLE saga_operations (
+    operation_id  text PRIMARY KEY,
+    kind          text NOT NULL,
+    digest        text NOT NULL,
+    saga_id       text NOT NULL REFERENCES sagas (id) DEFERRABLE INITIALLY DEFERRED,
+    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT saga_operations_one_per_saga UNIQUE (saga_id)
+);
+
+-- The purchase saga's own data: which intensive, and where the seat is.
+CREATE TABLE purchases (
+    saga_id       text PRIMARY KEY REFERENCES sagas (id),
+    intensive_id  text NOT NULL REFERENCES intensives (id),
+    student_id    text NOT NULL,
+    amount_minor  bigint NOT NULL,
+    currency      text NOT NULL,
+    seat          text NOT NULL,
+    CONSTRAINT purchases_seat_known CHECK (seat IN ('held', 'taken', 'free'))
+);
+CREATE INDEX purchases_intensive_seat ON purchases (intensive_id, seat);
+-- A student holds at most one seat of an intensive at a time.
+CREATE UNIQUE INDEX purchases_one_seat_per_student ON purchases (intensive_id, student_id)
+    WHERE seat <> 'free';
+
+-- Durable work: steps queued by transitions and timers due at a database time.
+CREATE TABLE jobs (
+    id            text PRIMARY KEY,
+    queue         text NOT NULL,
+    kind          text NOT NULL,
+    digest        text NOT NULL,
+    saga_id       text REFERENCES sagas (id),
+    state         text NOT NULL DEFAULT 'pending',
+    attempts      integer NOT NULL DEFAULT 0,
+    max_attempts  integer NOT NULL DEFAULT 3,
+    available_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    lease_token   text,
+    lease_until   timestamptz,
+    last_error    text,
+    error_class   text,
+    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    finished_at   timestamptz,
+    CONSTRAINT jobs_state_known CHECK (state IN ('pending', 'running', 'done', 'failed')),
+    CONSTRAINT jobs_lease_only_while_running CHECK (
+        (state = 'running') = (lease_token IS NOT NULL)
+        AND (lease_token IS NULL) = (lease_until IS NULL)
+    ),
+    CONSTRAINT jobs_finished_when_final CHECK (
+        (state IN ('done', 'failed')) = (finished_at IS NOT NULL)
+    ),
+    CONSTRAINT jobs_attempts_in_range CHECK (attempts >= 0 AND max_attempts >= 1)
+);
+CREATE INDEX jobs_due ON jobs (queue, available_at) WHERE state = 'pending';
+CREATE INDEX jobs_leased ON jobs (lease_until) WHERE state = 'running';
+CREATE INDEX jobs_by_saga ON jobs (saga_id) WHERE saga_id IS NOT NULL;
+
+-- Payloads stay out of the hot job row, which claims rewrite on every attempt.
+CREATE TABLE job_payloads (
+    job_id   text PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+    payload  jsonb NOT NULL
+);

@@ -1,0 +1,131 @@
+-- 0001: the first schema of the saga engine.
+
+-- Catalogue: intensives and their seat counters.  A seat is free, held (by a
+-- purchase in progress) or taken (paid); free = capacity - held - taken.
+CREATE TABLE intensives (
+    id           TEXT PRIMARY KEY,
+    capacity     INTEGER NOT NULL,
+    price_minor  INTEGER NOT NULL,
+    currency     TEXT NOT NULL,
+    held         INTEGER NOT NULL DEFAULT 0,
+    taken        INTEGER NOT NULL DEFAULT 0,
+    created_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT intensives_capacity_positive CHECK (capacity > 0),
+    CONSTRAINT intensives_price_positive CHECK (price_minor > 0),
+    CONSTRAINT intensives_currency_iso CHECK (length(currency) = 3 AND currency GLOB '[A-Z][A-Z][A-Z]'),
+    -- The last line of defence against overselling: no update can break it.
+    CONSTRAINT intensives_seats_in_range CHECK (held >= 0 AND taken >= 0 AND held + taken <= capacity)
+) STRICT;
+
+-- One row per saga: its persisted state machine.
+CREATE TABLE sagas (
+    id                  TEXT PRIMARY KEY,
+    kind                TEXT NOT NULL,
+    definition_version  INTEGER NOT NULL,
+    state               TEXT NOT NULL,
+    version             INTEGER NOT NULL DEFAULT 1,
+    data                TEXT NOT NULL DEFAULT '{}',
+    deadline_at         TEXT,
+    deadline_event      TEXT,
+    created_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    entered_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    updated_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT sagas_version_positive CHECK (version >= 1),
+    CONSTRAINT sagas_data_json CHECK (json_valid(data)),
+    CONSTRAINT sagas_deadline_paired CHECK ((deadline_at IS NULL) = (deadline_event IS NULL))
+) STRICT;
+CREATE INDEX sagas_kind_state ON sagas (kind, state);
+CREATE INDEX sagas_deadline ON sagas (deadline_at) WHERE deadline_at IS NOT NULL;
+
+-- Append-only audit: one row per transition, the creation included.
+CREATE TABLE saga_transitions (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    saga_id     TEXT NOT NULL REFERENCES sagas (id),
+    version     INTEGER NOT NULL,
+    from_state  TEXT,
+    to_state    TEXT NOT NULL,
+    event       TEXT NOT NULL,
+    actor       TEXT NOT NULL,
+    cause       TEXT,
+    payload     TEXT NOT NULL DEFAULT '{}',
+    at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT saga_transitions_payload_json CHECK (json_valid(payload)),
+    CONSTRAINT saga_transitions_one_per_version UNIQUE (saga_id, version)
+) STRICT;
+
+CREATE TRIGGER saga_transitions_no_update
+    BEFORE UPDATE ON saga_transitions
+BEGIN
+    SELECT RAISE(ABORT, 'saga_transitions is append-only: UPDATE refused');
+END;
+CREATE TRIGGER saga_transitions_no_delete
+    BEFORE DELETE ON saga_transitions
+BEGIN
+    SELECT RAISE(ABORT, 'saga_transitions is append-only: DELETE refused');
+END;
+
+-- Accepted operation ids: the same id with the same digest returns the same
+-- saga; with another digest it is a conflict.  The foreign key is deferred
+-- because the id is claimed first, to serialize racing acceptances.
+CREATE TABLE saga_operations (
+    operation_id  TEXT PRIMARY KEY,
+    kind          TEXT NOT NULL,
+    digest        TEXT NOT NULL,
+    saga_id       TEXT NOT NULL REFERENCES sagas (id) DEFERRABLE INITIALLY DEFERRED,
+    created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT saga_operations_one_per_saga UNIQUE (saga_id)
+) STRICT;
+
+-- The purchase saga's own data: which intensive, and where the seat is.
+CREATE TABLE purchases (
+    saga_id       TEXT PRIMARY KEY REFERENCES sagas (id),
+    intensive_id  TEXT NOT NULL REFERENCES intensives (id),
+    student_id    TEXT NOT NULL,
+    amount_minor  INTEGER NOT NULL,
+    currency      TEXT NOT NULL,
+    seat          TEXT NOT NULL,
+    CONSTRAINT purchases_seat_known CHECK (seat IN ('held', 'taken', 'free'))
+) STRICT;
+CREATE INDEX purchases_intensive_seat ON purchases (intensive_id, seat);
+-- A student holds at most one seat of an intensive at a time.
+CREATE UNIQUE INDEX purchases_one_seat_per_student ON purchases (intensive_id, student_id)
+    WHERE seat <> 'free';
+
+-- Durable work: steps queued by transitions and timers due at a database time.
+CREATE TABLE jobs (
+    id            TEXT PRIMARY KEY,
+    queue         TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    digest        TEXT NOT NULL,
+    saga_id       TEXT REFERENCES sagas (id),
+    state         TEXT NOT NULL DEFAULT 'pending',
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    max_attempts  INTEGER NOT NULL DEFAULT 3,
+    available_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    lease_token   TEXT,
+    lease_until   TEXT,
+    last_error    TEXT,
+    error_class   TEXT,
+    created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    updated_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    finished_at   TEXT,
+    CONSTRAINT jobs_state_known CHECK (state IN ('pending', 'running', 'done', 'failed')),
+    CONSTRAINT jobs_lease_only_while_running CHECK (
+        (state = 'running') = (lease_token IS NOT NULL)
+        AND (lease_token IS NULL) = (lease_until IS NULL)
+    ),
+    CONSTRAINT jobs_finished_when_final CHECK (
+        (state IN ('done', 'failed')) = (finished_at IS NOT NULL)
+    ),
+    CONSTRAINT jobs_attempts_in_range CHECK (attempts >= 0 AND max_attempts >= 1)
+) STRICT;
+CREATE INDEX jobs_due ON jobs (queue, available_at) WHERE state = 'pending';
+CREATE INDEX jobs_leased ON jobs (lease_until) WHERE state = 'running';
+CREATE INDEX jobs_by_saga ON jobs (saga_id) WHERE saga_id IS NOT NULL;
+
+-- Payloads stay out of the hot job row, which claims rewrite on every attempt.
+CREATE TABLE job_payloads (
+    job_id   TEXT PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+    payload  TEXT NOT NULL,
+    CONSTRAINT job_payloads_json CHECK (json_valid(payload))
+) STRICT;

@@ -1,0 +1,122 @@
+"""A validated, immutable saga definition and its pure decision function."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from state_machine._definition import State, Transition
+from state_machine._validate import problems
+from state_machine.errors import DefinitionError, TransitionNotAllowed
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class Machine:
+    """
+    A saga definition: named, versioned, validated when it is built.
+
+    Building it runs every check of :mod:`state_machine._validate` and raises
+    :class:`~state_machine.errors.DefinitionError` listing all findings, so a
+    broken definition fails at import time, not when a saga first hits the
+    broken path.
+    """
+
+    __slots__ = ("_by_event", "_states", "name", "states", "transitions", "version")
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        version: int = 1,
+        states: Iterable[State],
+        transitions: Iterable[Transition],
+    ) -> None:
+        self.name = name
+        self.version = version
+        self.states: tuple[State, ...] = tuple(states)
+        self.transitions: tuple[Transition, ...] = tuple(transitions)
+        found = problems(name, version, self.states, self.transitions)
+        if found:
+            raise DefinitionError(machine=name, problems=found)
+        self._states = {state.name: state for state in self.states}
+        by_event: dict[tuple[str, str], list[Transition]] = {}
+        for transition in self.transitions:
+            for source in transition.source:
+                by_event.setdefault((transition.event, source), []).append(transition)
+        self._by_event = {key: tuple(value) for key, value in by_event.items()}
+
+    def __repr__(self) -> str:
+        return f"<Machine {self.name} v{self.version}: {len(self.states)} states>"
+
+    @property
+    def initial(self) -> State:
+        """The state every saga of this kind starts in."""
+        return next(state for state in self.states if state.initial)
+
+    @property
+    def events(self) -> tuple[str, ...]:
+        """Every event some transition accepts, in declaration order."""
+        return tuple(dict.fromkeys(t.event for t in self.transitions))
+
+    @property
+    def state_names(self) -> tuple[str, ...]:
+        """Every state name, in declaration order."""
+        return tuple(state.name for state in self.states)
+
+    def state(self, name: str) -> State:
+        """The state called ``name``; :class:`KeyError` if there is none."""
+        try:
+            return self._states[name]
+        except KeyError:
+            msg = f"saga {self.name!r} has no state {name!r}; states: {', '.join(self._states)}"
+            raise KeyError(msg) from None
+
+    def has_state(self, name: str) -> bool:
+        """Whether ``name`` is a state of this machine."""
+        return name in self._states
+
+    def candidates(self, state: str, event: str) -> tuple[Transition, ...]:
+        """The transitions ``event`` may take from ``state``, in the order they are tried."""
+        return self._by_event.get((event, state), ())
+
+    def decide(
+        self,
+        state: str,
+        event: str,
+        data: Mapping[str, Any] = _EMPTY,
+        payload: Mapping[str, Any] = _EMPTY,
+    ) -> Transition | None:
+        """
+        The transition ``event`` takes from ``state``, or ``None`` if it is absorbed.
+
+        A terminal state absorbs (returns ``None`` for) every event except a
+        compensation whose guard holds.  A non-terminal state that accepts no
+        transition raises :class:`TransitionNotAllowed`, naming the guards
+        that did not hold.  This function is pure: it reads nothing but its
+        arguments.
+        """
+        current = self._states.get(state)
+        if current is None:
+            raise TransitionNotAllowed(state=state, event=event, reason="unknown state")
+        if event not in self.events:
+            raise TransitionNotAllowed(
+                state=state, event=event, reason=f"unknown event; events: {', '.join(self.events)}"
+            )
+        candidates = self.candidates(state, event)
+        for transition in candidates:
+            if transition.guard is None or transition.guard(data, payload):
+                return transition
+        if current.terminal:
+            return None
+        if candidates:
+            failed = ", ".join(t.guard.name for t in candidates if t.guard is not None)
+            reason = f"no guard holds ({failed})"
+        else:
+            reason = "no transition declared"
+        raise TransitionNotAllowed(state=state, event=event, reason=reason)
+
+    def allowed_events(self, state: str) -> tuple[str, ...]:
+        """The events that have at least one transition from ``state``."""
+        return tuple(event for event in self.events if (event, state) in self._by_event)
