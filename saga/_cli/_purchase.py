@@ -1,0 +1,165 @@
+"""``saga purchase start|show|list|cancel``."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from saga._cli._common import EXIT_OK, Command, Output, add_common_options, open_engine
+from saga._codec import iso
+from saga._purchases import DEFAULT_HOLD_SECONDS
+from state_machine.purchase import PURCHASE
+from steps import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS
+
+if TYPE_CHECKING:
+    from saga._purchases import Purchase
+
+FLAGS = {
+    "operation_id": "--operation-id",
+    "intensive_id": "--intensive",
+    "student_id": "--student",
+    "payment_method": "--payment-method",
+    "hold_seconds": "--hold-seconds",
+    "state": "--state",
+    "limit": "--limit",
+    "reason": "--reason",
+}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
+    """Add the ``purchase`` commands."""
+    group = subparsers.add_parser("purchase", help="purchases of a seat of an intensive")
+    commands = group.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    start = commands.add_parser(
+        "start", help="accept a purchase: hold a seat and queue the payment request"
+    )
+    start.add_argument(
+        "--operation-id", required=True, metavar="OP", help="idempotency key chosen by the client"
+    )
+    start.add_argument("--intensive", required=True, metavar="ID")
+    start.add_argument("--student", required=True, metavar="ID")
+    start.add_argument(
+        "--payment-method",
+        default=DEFAULT_PAYMENT_METHOD.value,
+        metavar="PM",
+        help=f"sandbox payment method (default {DEFAULT_PAYMENT_METHOD.value}): "
+        + ", ".join(PAYMENT_METHODS),
+    )
+    start.add_argument(
+        "--hold-seconds",
+        type=int,
+        default=DEFAULT_HOLD_SECONDS,
+        metavar="S",
+        help=f"how long the seat is held without payment (default {DEFAULT_HOLD_SECONDS})",
+    )
+    add_common_options(start, top_level=False)
+
+    show = commands.add_parser("show", help="one purchase with its history")
+    show.add_argument("id", metavar="ID")
+    add_common_options(show, top_level=False)
+
+    listing = commands.add_parser("list", help="purchases, newest first")
+    listing.add_argument(
+        "--state", metavar="S", help="only this state: " + ", ".join(PURCHASE.state_names)
+    )
+    listing.add_argument("--intensive", metavar="ID", help="only this intensive")
+    listing.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (100)")
+    add_common_options(listing, top_level=False)
+
+    cancel = commands.add_parser(
+        "cancel", help="cancel a purchase (refunds it if it was confirmed)"
+    )
+    cancel.add_argument("id", metavar="ID")
+    cancel.add_argument("--reason", required=True, metavar="R")
+    add_common_options(cancel, top_level=False)
+
+    return {
+        "purchase start": Command(_start, FLAGS),
+        "purchase show": Command(_show, FLAGS),
+        "purchase list": Command(_list, {**FLAGS, "intensive_id": "--intensive"}),
+        "purchase cancel": Command(_cancel, FLAGS),
+    }
+
+
+def _start(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args) as engine:
+        result = engine.purchases.start(
+            operation_id=args.operation_id,
+            intensive_id=args.intensive,
+            student_id=args.student,
+            payment_method=args.payment_method,
+            hold_seconds=args.hold_seconds,
+        )
+    purchase = result.purchase
+    if out.as_json:
+        out.json(purchase.to_json())
+    else:
+        verb = "accepted" if result.created else "already accepted:"
+        out.line(f"{verb} purchase {purchase.id} ({_brief(purchase)})")
+    return EXIT_OK
+
+
+def _show(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args) as engine:
+        purchase = engine.purchases.get(args.id)
+    if out.as_json:
+        out.json(purchase.to_json())
+        return EXIT_OK
+    out.line(f"purchase {purchase.id}")
+    for label, value in (
+        ("operation id", purchase.operation_id),
+        ("intensive", purchase.intensive_id),
+        ("student", purchase.student_id),
+        ("state", f"{purchase.state} (version {purchase.version})"),
+        ("seat", purchase.seat),
+        ("amount", f"{purchase.to_json()['amount']} {purchase.currency}"),
+        ("payment method", purchase.payment_method),
+        ("deadline", f"{purchase.deadline_event} at {iso(purchase.deadline_at)}" if purchase.deadline_at else None),
+    ):
+        out.line(f"  {label + ':':<16}{'-' if value is None else value}")
+    out.line("history:")
+    out.table(
+        ("  AT", "FROM", "TO", "EVENT", "ACTOR", "CAUSE"),
+        (
+            (f"  {iso(h.at)}", h.from_state, h.to_state, h.event, h.actor, h.cause)
+            for h in purchase.history
+        ),
+    )
+    return EXIT_OK
+
+
+def _list(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args) as engine:
+        purchases = engine.purchases.list(
+            state=args.state, intensive_id=args.intensive, limit=args.limit
+        )
+    if out.as_json:
+        out.json([purchase.to_json(with_history=False) for purchase in purchases])
+        return EXIT_OK
+    out.table(
+        ("ID", "STATE", "SEAT", "INTENSIVE", "STUDENT", "OPERATION", "CREATED"),
+        (
+            (p.id, p.state, p.seat, p.intensive_id, p.student_id, p.operation_id, iso(p.created_at))
+            for p in purchases
+        ),
+    )
+    return EXIT_OK
+
+
+def _cancel(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args) as engine:
+        engine.purchases.cancel(args.id, reason=args.reason)
+        purchase = engine.purchases.get(args.id)
+    if out.as_json:
+        out.json(purchase.to_json())
+    else:
+        out.line(f"purchase {purchase.id} is now {_brief(purchase)}")
+    return EXIT_OK
+
+
+def _brief(purchase: Purchase) -> str:
+    text = f"{purchase.state}, seat {purchase.seat}"
+    if purchase.deadline_at is not None:
+        text += f", {purchase.deadline_event} at {iso(purchase.deadline_at)}"
+    return text
