@@ -50,7 +50,11 @@ class Engine:
     ) -> None:
         self.db = Database(url or default_url(), pool_size=pool_size)
         if check_schema:
-            _migrate.ensure_current(self.db)
+            try:
+                _migrate.ensure_current(self.db)
+            except BaseException:
+                self.db.dispose()
+                raise
         self.registry = registry or default_registry()
         self.sagas = Sagas(self.db, self.registry)
         self.catalogue = Catalogue(self.db)

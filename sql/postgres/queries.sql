@@ -63,14 +63,17 @@ WHERE id = :id
 RETURNING id;
 
 -- name: insert_saga
--- Create a saga in its initial state, with its first deadline if any.
-INSERT INTO sagas (id, kind, definition_version, state, data, deadline_event, deadline_at)
-VALUES (
-    :id, :kind, :definition_version, :state, CAST(:data AS jsonb), :deadline_event,
-    CASE WHEN CAST(:deadline_seconds AS double precision) IS NULL THEN NULL
-         ELSE clock_timestamp() + make_interval(secs => CAST(:deadline_seconds AS double precision))
-    END
-)
+-- Create a saga in its initial state, with its first deadline if any; one
+-- reading of the clock stamps it, so the deadline is exactly creation + timeout.
+WITH clock AS (SELECT clock_timestamp() AS now)
+INSERT INTO sagas (id, kind, definition_version, state, data, deadline_event, deadline_at,
+                   created_at, entered_at, updated_at)
+SELECT :id, :kind, :definition_version, :state, CAST(:data AS jsonb), :deadline_event,
+       CASE WHEN CAST(:deadline_seconds AS double precision) IS NULL THEN NULL
+            ELSE clock.now + make_interval(secs => CAST(:deadline_seconds AS double precision))
+       END,
+       clock.now, clock.now, clock.now
+FROM clock
 RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
           created_at, entered_at, updated_at;
 
@@ -90,6 +93,7 @@ FOR UPDATE;
 -- name: transition_saga
 -- Compare-and-set: move the saga only if it is still in the state and at the
 -- version the decision was made on; set its next deadline from the database clock.
+WITH clock AS (SELECT clock_timestamp() AS now)
 UPDATE sagas
 SET state = :to_state,
     version = version + 1,
@@ -99,10 +103,11 @@ SET state = :to_state,
         WHEN CAST(:deadline_seconds AS double precision) IS NULL THEN NULL
         WHEN CAST(:deadline_since_created AS boolean)
             THEN created_at + make_interval(secs => CAST(:deadline_seconds AS double precision))
-        ELSE clock_timestamp() + make_interval(secs => CAST(:deadline_seconds AS double precision))
+        ELSE clock.now + make_interval(secs => CAST(:deadline_seconds AS double precision))
     END,
-    entered_at = clock_timestamp(),
-    updated_at = clock_timestamp()
+    entered_at = clock.now,
+    updated_at = clock.now
+FROM clock
 WHERE id = :id AND state = :from_state AND version = :version
 RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
           created_at, entered_at, updated_at;

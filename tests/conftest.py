@@ -1,0 +1,105 @@
+"""
+Shared fixtures: a database per test on SQLite and on PostgreSQL.
+
+PostgreSQL comes from ``SAGA_TEST_POSTGRES_URL`` (default: the local server).
+Each test gets a schema of its own, dropped afterwards.  Without a reachable
+server the PostgreSQL tests are skipped, except under ``CI=true``, where
+that is a failure: CI must never go green without them.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from urllib.parse import quote
+
+import psycopg
+import pytest
+from hypothesis import HealthCheck, settings
+
+from saga import Engine
+
+POSTGRES_URL = os.environ.get(
+    "SAGA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
+)
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+settings.register_profile(
+    "default", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=200
+)
+settings.register_profile(
+    "ci", deadline=None, suppress_health_check=[HealthCheck.too_slow], max_examples=300
+)
+settings.load_profile("ci" if IN_CI else os.environ.get("HYPOTHESIS_PROFILE", "default"))
+
+
+def _libpq_url(url: str) -> str:
+    return url.replace("postgresql+psycopg://", "postgresql://", 1)
+
+
+_postgres_problem: str | None = None
+try:
+    with psycopg.connect(_libpq_url(POSTGRES_URL), connect_timeout=5) as _conn:
+        _conn.execute("SELECT 1")
+except psycopg.Error as _exc:  # pragma: no cover - depends on the machine
+    _postgres_problem = f"PostgreSQL unreachable at {POSTGRES_URL}: {_exc}"
+
+
+def require_postgres() -> None:
+    """Skip without PostgreSQL; fail under CI=true."""
+    if _postgres_problem is None:
+        return
+    if IN_CI:
+        pytest.fail(f"{_postgres_problem} (CI=true: PostgreSQL tests must run)")
+    pytest.skip(_postgres_problem)
+
+
+class PostgresSchema:
+    """A throwaway schema on the test server, and the engine URL that targets it."""
+
+    def __init__(self) -> None:
+        self.name = f"t_{uuid.uuid4().hex[:16]}"
+        with psycopg.connect(_libpq_url(POSTGRES_URL), autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{self.name}"')
+        options = quote(f"-csearch_path={self.name}", safe="")
+        separator = "&" if "?" in POSTGRES_URL else "?"
+        self.url = f"{POSTGRES_URL}{separator}options={options}"
+
+    def drop(self) -> None:
+        with psycopg.connect(_libpq_url(POSTGRES_URL), autocommit=True) as conn:
+            conn.execute(f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE')
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a fresh, empty schema."""
+    require_postgres()
+    schema = PostgresSchema()
+    try:
+        yield schema.url
+    finally:
+        schema.drop()
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: object) -> str:
+    """A SQLite URL of a new file in the test's temporary directory."""
+    return f"sqlite:///{tmp_path}/saga.db"
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest) -> str:
+    """Each backend in turn: the same test runs on SQLite and on PostgreSQL."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("postgres_url"))
+    return str(request.getfixturevalue("sqlite_url"))
+
+
+@pytest.fixture
+def engine(db_url: str) -> Iterator[Engine]:
+    """An engine with an up-to-date schema, on each backend."""
+    with Engine(db_url, check_schema=False) as setup:
+        setup.upgrade()
+    with Engine(db_url) as eng:
+        yield eng

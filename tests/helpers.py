@@ -1,0 +1,107 @@
+"""Test helpers: read whole databases to prove that nothing changed."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sqlalchemy as sa
+
+from saga import Engine
+
+TABLES = (
+    "intensives",
+    "sagas",
+    "saga_transitions",
+    "saga_operations",
+    "purchases",
+    "jobs",
+    "job_payloads",
+    "saga_migrations",
+)
+
+
+def dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
+    """Every row of every engine table, sorted: equal dumps mean nothing changed."""
+    out = {}
+    with engine.db.engine.connect() as conn:
+        for table in TABLES:
+            rows = conn.execute(sa.text(f"SELECT * FROM {table}")).all()  # noqa: S608 - fixed names
+            out[table] = sorted((tuple(map(str, row)) for row in rows))
+    return out
+
+
+def scalar(engine: Engine, sql: str, **params: Any) -> Any:
+    """One value from an ad-hoc query (tests only)."""
+    with engine.db.engine.connect() as conn:
+        return conn.execute(sa.text(sql), params).scalar()
+
+
+def rows(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
+    """Rows of an ad-hoc query as dicts (tests only)."""
+    with engine.db.engine.connect() as conn:
+        return [dict(row) for row in conn.execute(sa.text(sql), params).mappings()]
+
+
+def execute(engine: Engine, sql: str, **params: Any) -> None:
+    """Run an ad-hoc statement and commit (tests only)."""
+    with engine.db.engine.begin() as conn:
+        conn.execute(sa.text(sql), params)
+
+
+def catalog(engine: Engine) -> dict[str, Any]:
+    """The schema as the database sees it, normalized so that two databases compare."""
+    with engine.db.engine.connect() as conn:
+        if engine.db.dialect == "sqlite":
+            return _sqlite_catalog(conn)
+        return _postgres_catalog(conn)
+
+
+def _sqlite_catalog(conn: sa.Connection) -> dict[str, Any]:
+    objects = conn.execute(
+        sa.text("SELECT type, name, tbl_name, sql FROM sqlite_master ORDER BY type, name")
+    ).all()
+    out: dict[str, Any] = {}
+    for kind, name, table, sql in objects:
+        text = re.sub(r"--[^\n]*", "", sql or "")
+        out[f"{kind}:{name}"] = (table, " ".join(text.split()))
+        if kind == "table":
+            for pragma in ("table_info", "foreign_key_list", "index_list"):
+                out[f"{pragma}:{name}"] = [
+                    tuple(row) for row in conn.execute(sa.text(f"PRAGMA {pragma}('{name}')")).all()
+                ]
+    return out
+
+
+def _postgres_catalog(conn: sa.Connection) -> dict[str, Any]:
+    schema = conn.execute(sa.text("SELECT current_schema()")).scalar()
+    queries = {
+        "columns": """
+            SELECT table_name, column_name, data_type, is_nullable, column_default, ordinal_position,
+                   is_identity, identity_generation
+            FROM information_schema.columns WHERE table_schema = current_schema()
+            ORDER BY table_name, ordinal_position""",
+        "constraints": """
+            SELECT c.conrelid::regclass::text, c.conname, pg_get_constraintdef(c.oid, true)
+            FROM pg_constraint c JOIN pg_namespace n ON n.oid = c.connamespace
+            WHERE n.nspname = current_schema() ORDER BY 1, 2""",
+        "indexes": """
+            SELECT tablename, indexname, indexdef FROM pg_indexes
+            WHERE schemaname = current_schema() ORDER BY 1, 2""",
+        "triggers": """
+            SELECT t.tgname, pg_get_triggerdef(t.oid, true)
+            FROM pg_trigger t JOIN pg_class c ON c.oid = t.tgrelid
+            JOIN pg_namespace n ON n.oid = c.relnamespace
+            WHERE n.nspname = current_schema() AND NOT t.tgisinternal ORDER BY 1""",
+        "functions": """
+            SELECT p.proname, pg_get_functiondef(p.oid)
+            FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+            WHERE n.nspname = current_schema() ORDER BY 1""",
+    }
+    out: dict[str, Any] = {}
+    for name, sql in queries.items():
+        out[name] = [
+            tuple(str(v).replace(f"{schema}.", "SCHEMA.") for v in row)
+            for row in conn.execute(sa.text(sql)).all()
+        ]
+    return out
