@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from saga import _money, _validation
@@ -11,6 +10,8 @@ from saga._codec import as_utc, iso
 from saga.exceptions import ConflictError, NotFound
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from sqlalchemy.engine import RowMapping
 
     from saga._db import Database, Tx
@@ -73,9 +74,10 @@ class Catalogue:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def add(self, intensive_id: str, *, seats: int, price: str, currency: str) -> tuple[Intensive, bool]:
-        """
-        Add an intensive; ``(intensive, created)``.
+    def add(
+        self, intensive_id: str, *, seats: int, price: str, currency: str
+    ) -> tuple[Intensive, bool]:
+        """Add an intensive; ``(intensive, created)``.
 
         Adding the same id again with the same capacity, price and currency
         returns the existing one (``created=False``); with other values it is

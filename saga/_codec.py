@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 
 def dump_json(value: Mapping[str, Any]) -> str:
@@ -18,10 +20,7 @@ def load_json(value: object) -> dict[str, Any]:
     """A JSON object column: PostgreSQL hands back a dict, SQLite a string."""
     if value is None:
         return {}
-    if isinstance(value, str | bytes):
-        loaded = json.loads(value)
-    else:
-        loaded = value
+    loaded = json.loads(value) if isinstance(value, str | bytes) else value
     if not isinstance(loaded, dict):
         msg = f"expected a JSON object, got {type(loaded).__name__}"
         raise TypeError(msg)
@@ -34,8 +33,7 @@ def digest(value: Mapping[str, Any]) -> str:
 
 
 def as_utc(value: object) -> datetime:
-    """
-    A timestamp column as an aware UTC datetime.
+    """A timestamp column as an aware UTC datetime.
 
     PostgreSQL returns aware datetimes; SQLite stores ISO 8601 text in UTC
     (``2026-11-30T07:08:55.123Z``), written by ``strftime`` in SQL.

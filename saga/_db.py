@@ -1,5 +1,4 @@
-"""
-One database, two dialects: engines, transactions, retries and error mapping.
+"""One database, two dialects: engines, transactions, retries and error mapping.
 
 Every unit of work is a function of a :class:`Tx`, run by
 :meth:`Database.transaction` in one transaction and retried as a whole on
@@ -10,7 +9,6 @@ Nothing here ever sleeps inside a transaction.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import psycopg
@@ -31,6 +29,8 @@ from saga._sqlfiles import Dialect, queries
 from saga.exceptions import DatabaseError, DatabaseUnavailable, InvalidInput
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
     from sqlalchemy.engine import URL, Connection, Engine, RowMapping
 
 T = TypeVar("T")
@@ -50,8 +50,7 @@ _TRANSIENT_SQLSTATES: Final = frozenset(
 
 
 def normalize_url(url: str) -> URL:
-    """
-    Parse a database URL and pick the engine's driver for it.
+    """Parse a database URL and pick the engine's driver for it.
 
     ``postgresql://`` and ``postgres://`` become ``postgresql+psycopg://``;
     ``sqlite:///path`` stays.  Anything else is :class:`InvalidInput` on ``db``.
@@ -65,7 +64,9 @@ def normalize_url(url: str) -> URL:
         return parsed.set(drivername="postgresql+psycopg")
     if backend == "sqlite":
         if parsed.get_driver_name() not in ("pysqlite", ""):
-            raise InvalidInput(field="db", problem="SQLite URLs use the stdlib driver: sqlite:///FILE")
+            raise InvalidInput(
+                field="db", problem="SQLite URLs use the stdlib driver: sqlite:///FILE"
+            )
         return parsed.set(drivername="sqlite")
     raise InvalidInput(
         field="db",
@@ -119,20 +120,20 @@ class Tx:
 
 
 class Database:
-    """
-    The engine's handle on one database.
+    """The engine's handle on one database.
 
     Args:
         url: ``postgresql://…`` or ``sqlite:///FILE``.
         pool_size: connections kept open per process (PostgreSQL).
         application_name: shown in ``pg_stat_activity``.
+
     """
 
-    def __init__(
-        self, url: str, *, pool_size: int = 5, application_name: str = "saga"
-    ) -> None:
+    def __init__(self, url: str, *, pool_size: int = 5, application_name: str = "saga") -> None:
         self.url = normalize_url(url)
-        self.dialect: Dialect = "postgres" if self.url.get_backend_name() == "postgresql" else "sqlite"
+        self.dialect: Dialect = (
+            "postgres" if self.url.get_backend_name() == "postgresql" else "sqlite"
+        )
         self._statements = {name: sa.text(q.sql) for name, q in queries(self.dialect).items()}
         if self.dialect == "postgres":
             self.engine = self._postgres_engine(pool_size, application_name)
@@ -185,8 +186,7 @@ class Database:
             raise KeyError(msg) from None
 
     def transaction(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
-        """
-        Run ``work`` in one transaction and return its result.
+        """Run ``work`` in one transaction and return its result.
 
         The transaction commits when ``work`` returns and rolls back when it
         raises.  Transient failures rerun ``work`` from the start, so ``work``
@@ -253,7 +253,7 @@ def _translate(exc: sa.exc.DBAPIError) -> DatabaseError:
 
 
 def _sqlite_constraint(text: str) -> str | None:
-    # "CHECK constraint failed: intensives_seats_in_range"
+    # SQLite says: CHECK constraint failed: intensives_seats_in_range
     _, sep, tail = text.partition("constraint failed: ")
     return tail.strip() or None if sep else None
 

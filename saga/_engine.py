@@ -27,8 +27,7 @@ def default_registry() -> Registry:
 
 
 class Engine:
-    """
-    The engine over one database.
+    """The engine over one database.
 
     Opening it checks the schema: the embedded SQLite file is created or
     upgraded in place; a PostgreSQL schema must be upgraded explicitly with
@@ -38,6 +37,7 @@ class Engine:
         url: the database; default :func:`default_url`.
         registry: the saga kinds; default :func:`default_registry`.
         check_schema: set ``False`` to skip the schema check (``saga db upgrade`` does).
+
     """
 
     def __init__(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -10,6 +9,8 @@ from saga._codec import digest, dump_json
 from saga.exceptions import JobConflict
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from saga._db import Tx
 
 TIMER_KIND: Final = "saga.timeout"
@@ -36,8 +37,7 @@ class NewJob:
 
 
 def enqueue_in(tx: Tx, job: NewJob) -> bool:
-    """
-    Accept ``job`` inside ``tx``; ``True`` if it is new.
+    """Accept ``job`` inside ``tx``; ``True`` if it is new.
 
     The same id with the same kind and payload is the same job (``False``);
     with other content it raises :class:`JobConflict`.

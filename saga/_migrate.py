@@ -1,5 +1,4 @@
-"""
-Create or upgrade the schema: ``saga db upgrade``.
+"""Create or upgrade the schema: ``saga db upgrade``.
 
 An empty database gets ``schema.sql`` in one transaction, and every migration
 is recorded as applied; a database that has some migrations gets the missing
@@ -74,7 +73,9 @@ def upgrade(db: Database) -> UpgradeResult:
                 )
                 raise DatabaseError(msg)
         if before > len(wanted):
-            msg = f"the database schema (version {before}) is newer than this engine ({len(wanted)})"
+            msg = (
+                f"the database schema (version {before}) is newer than this engine ({len(wanted)})"
+            )
             raise DatabaseError(msg)
         if before == 0 and not tx.scalar("has_engine_tables"):
             tx.script(split_statements(schema(tx.dialect)))
@@ -98,13 +99,14 @@ def upgrade(db: Database) -> UpgradeResult:
 
     result = db.transaction(work)
     if result.changed:
-        log.info("schema_upgraded", before=result.before, after=result.after, applied=result.applied)
+        log.info(
+            "schema_upgraded", before=result.before, after=result.after, applied=result.applied
+        )
     return result
 
 
 def ensure_current(db: Database) -> None:
-    """
-    Check the schema before a command runs.
+    """Check the schema before a command runs.
 
     The embedded SQLite file is created or upgraded in place: it needs no
     setup.  A PostgreSQL database is shared by many workers on many machines,

@@ -12,8 +12,25 @@ from saga.exceptions import InvalidInput
 # code has two decimals, like most of the world's currencies.
 _EXPONENTS: Final = {
     **dict.fromkeys(
-        ("BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI",
-         "VND", "VUV", "XAF", "XOF", "XPF"),
+        (
+            "BIF",
+            "CLP",
+            "DJF",
+            "GNF",
+            "ISK",
+            "JPY",
+            "KMF",
+            "KRW",
+            "PYG",
+            "RWF",
+            "UGX",
+            "UYI",
+            "VND",
+            "VUV",
+            "XAF",
+            "XOF",
+            "XPF",
+        ),
         0,
     ),
     **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
@@ -38,8 +55,7 @@ def exponent(code: str) -> int:
 
 
 def parse_amount(value: object, code: str, *, field: str = "price") -> int:
-    """
-    A positive decimal amount (``49``, ``49.9``, ``49.90``) in minor units.
+    """A positive decimal amount (``49``, ``49.9``, ``49.90``) in minor units.
 
     Refuses signs, exponents, thousands separators, more decimals than the
     currency has, zero, and anything above a sane maximum.

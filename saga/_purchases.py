@@ -1,5 +1,4 @@
-"""
-The purchase of a paid intensive: acceptance, seat accounting, reading.
+"""The purchase of a paid intensive: acceptance, seat accounting, reading.
 
 The machine is :data:`state_machine.purchase.PURCHASE`; this module adds what
 the engine cannot know: a purchase holds one seat of one intensive, and
@@ -9,14 +8,12 @@ each state's ``meta["seat"]`` says whether that seat is held, taken or free.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, Final
 
 from saga import _validation
 from saga._catalogue import get_intensive_in
 from saga._codec import as_utc, iso, load_json, maybe_utc
 from saga._money import format_minor
-from saga._records import SagaRecord, TransitionRecord
 from saga._sagas import Fired, Registry, Sagas, history_in
 from saga.exceptions import (
     DatabaseError,
@@ -31,9 +28,12 @@ from state_machine.purchase import PURCHASE, SEAT_FREE, SEAT_HELD, SEAT_TAKEN
 from steps import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from sqlalchemy.engine import RowMapping
 
     from saga._db import Database, Tx
+    from saga._records import SagaRecord, TransitionRecord
     from state_machine import Transition
 
 KIND: Final = PURCHASE.name
@@ -210,8 +210,7 @@ class Purchases:
         hold_seconds: int = DEFAULT_HOLD_SECONDS,
         actor: str = "api",
     ) -> StartResult:
-        """
-        Accept a purchase: hold a seat and queue the payment request, in one transaction.
+        """Accept a purchase: hold a seat and queue the payment request, in one transaction.
 
         The same ``operation_id`` with the same request returns the same
         purchase; with another request it raises
@@ -239,7 +238,9 @@ class Purchases:
                 intensive = get_intensive_in(tx, intensive_id)
             except NotFound as exc:
                 raise InvalidInput(
-                    field="intensive_id", problem=f"no intensive {intensive_id!r}", value=intensive_id
+                    field="intensive_id",
+                    problem=f"no intensive {intensive_id!r}",
+                    value=intensive_id,
                 ) from exc
             return {
                 **request,
@@ -278,22 +279,27 @@ class Purchases:
             _validation.identifier("intensive_id", intensive_id)
         limit = _validation.whole_number("limit", limit, minimum=1, maximum=LIST_MAX)
         rows = self.db.transaction(
-            lambda tx: tx.all("list_purchases", state=state, intensive_id=intensive_id, limit=limit),
+            lambda tx: tx.all(
+                "list_purchases", state=state, intensive_id=intensive_id, limit=limit
+            ),
             write=False,
         )
         return [Purchase.from_row(row) for row in rows]
 
     def cancel(self, saga_id: str, *, reason: str, actor: str = "operator") -> Fired:
-        """
-        Cancel a purchase: before payment it is cancelled and the seat freed;
-        once confirmed it goes to ``refund_pending`` (the money goes back).
+        """Cancel a purchase, with a reason for the audit trail.
+
+        Before payment the purchase is cancelled and its seat freed; once
+        confirmed it goes to ``refund_pending`` (the money goes back).
 
         A purchase in a state that cannot be cancelled raises
         :class:`~saga.exceptions.TransitionNotAllowed`.
         """
         reason = _validation.text("reason", reason)
         self.get(saga_id)  # NotFound for an unknown id, before anything else
-        fired = self.sagas.fire(saga_id, "cancel", payload={"reason": reason}, actor=actor, cause=reason)
+        fired = self.sagas.fire(
+            saga_id, "cancel", payload={"reason": reason}, actor=actor, cause=reason
+        )
         if fired.absorbed:
             raise TransitionNotAllowed(
                 state=fired.saga.state, event="cancel", reason="the purchase is already final"

@@ -1,5 +1,4 @@
-"""
-The generic saga runtime: create sagas and move them through their machine.
+"""The generic saga runtime: create sagas and move them through their machine.
 
 Every change is one transaction holding the compare-and-set on state and
 version, the audit row, the next deadline and its timer, the jobs the new
@@ -10,17 +9,18 @@ moves seat counters there).  Either all of it commits or none of it does.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from saga._codec import digest, dump_json
 from saga._jobs import TIMER_KIND, NewJob, enqueue_in, enqueue_timer_in
 from saga._records import SagaRecord, TransitionRecord
-from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 from saga._validation import operation_id as check_operation_id
+from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
     from saga._db import Database, Tx
     from state_machine import Machine, State, Transition
 
@@ -109,12 +109,12 @@ class Fired:
 
 
 class Sagas:
-    """
-    Create and move sagas in one database.
+    """Create and move sagas in one database.
 
     Args:
         db: the database.
         registry: the saga kinds this runtime knows.
+
     """
 
     def __init__(self, db: Database, registry: Registry) -> None:
@@ -142,8 +142,7 @@ class Sagas:
         prepare: Callable[[Tx], Mapping[str, Any]] | None = None,
         actor: str = "api",
     ) -> Started:
-        """
-        Accept a new saga under a client-chosen ``operation_id``.
+        """Accept a new saga under a client-chosen ``operation_id``.
 
         ``request`` is what the client asked for: the same id with an equal
         request returns the saga it created (``created=False``); with another
@@ -175,8 +174,7 @@ class Sagas:
         expected_version: int | None = None,
         data_update: Mapping[str, Any] | None = None,
     ) -> Fired:
-        """
-        Deliver ``event`` to a saga and take the transition its machine decides.
+        """Deliver ``event`` to a saga and take the transition its machine decides.
 
         With ``expected_version``, a saga that moved on since the caller read
         it raises :class:`VersionConflict`.  A terminal state absorbs events

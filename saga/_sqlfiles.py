@@ -1,5 +1,4 @@
-"""
-Load the engine's SQL: named queries, the schema and the migrations.
+"""Load the engine's SQL: named queries, the schema and the migrations.
 
 The files live in ``sql/<dialect>/`` at the top of the repository and ship in
 the wheel as ``saga/_sql/<dialect>/`` (see ``pyproject.toml``); a source
@@ -13,9 +12,11 @@ import hashlib
 import re
 from dataclasses import dataclass
 from importlib import resources
-from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Final, Literal
+from typing import TYPE_CHECKING, Final, Literal
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
 
 Dialect = Literal["postgres", "sqlite"]
 DIALECTS: Final[tuple[Dialect, ...]] = ("postgres", "sqlite")
@@ -63,8 +64,7 @@ def _read(dialect: Dialect, *parts: str) -> str:
 
 
 def parse_queries(text: str) -> dict[str, Query]:
-    """
-    Parse a ``queries.sql`` file into its named statements.
+    """Parse a ``queries.sql`` file into its named statements.
 
     Each block starts with ``-- name: snake_case`` and the comment lines right
     after it are the description.  Raises :class:`ValueError` on a duplicate
@@ -116,7 +116,7 @@ def tracking_table(dialect: Dialect) -> str:
 
 @functools.cache
 def migrations(dialect: Dialect) -> tuple[Migration, ...]:
-    """Every migration of ``dialect``, ordered by version; versions are 1, 2, 3…"""
+    """Every migration of ``dialect``, ordered by version; versions are 1, 2, 3…."""
     folder = _root().joinpath(dialect).joinpath("migrations")
     found: list[Migration] = []
     for entry in folder.iterdir():
@@ -127,21 +127,20 @@ def migrations(dialect: Dialect) -> tuple[Migration, ...]:
                 raise ValueError(msg)
             continue
         found.append(
-            Migration(
-                version=int(match[1]), name=match[2], sql=entry.read_text(encoding="utf-8")
-            )
+            Migration(version=int(match[1]), name=match[2], sql=entry.read_text(encoding="utf-8"))
         )
     found.sort(key=lambda migration: migration.version)
     expected = list(range(1, len(found) + 1))
     if [m.version for m in found] != expected:
-        msg = f"{dialect} migrations must be numbered {expected}, found {[m.version for m in found]}"
+        msg = (
+            f"{dialect} migrations must be numbered {expected}, found {[m.version for m in found]}"
+        )
         raise ValueError(msg)
     return tuple(found)
 
 
 def split_statements(script: str) -> list[str]:
-    """
-    Split a SQL script into statements.
+    """Split a SQL script into statements.
 
     Understands ``--`` and ``/* */`` comments, quoted strings and identifiers,
     PostgreSQL dollar quoting and SQLite trigger bodies (``BEGIN … END``, with

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from saga.exceptions import InvalidInput
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 _ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
 ID_MAX: Final = 64
@@ -15,8 +17,7 @@ REASON_MAX: Final = 500
 
 
 def identifier(field: str, value: object, *, max_length: int = ID_MAX) -> str:
-    """
-    An id such as an intensive or a student: letters, digits and ``._:@-``.
+    """An id such as an intensive or a student: letters, digits and ``._:@-``.
 
     Empty, over-long, whitespace or control characters are refused.
     """
@@ -29,15 +30,17 @@ def identifier(field: str, value: object, *, max_length: int = ID_MAX) -> str:
     if not _ID.match(value):
         raise InvalidInput(
             field=field,
-            problem="may hold only letters, digits and . _ : @ - (and must start with a letter or digit)",
+            problem=(
+                "may hold only letters, digits and . _ : @ - "
+                "(and must start with a letter or digit)"
+            ),
             value=value,
         )
     return value
 
 
 def operation_id(value: object, *, field: str = "operation_id") -> str:
-    """
-    An idempotency key chosen by the client: 1-128 printable characters.
+    """An idempotency key chosen by the client: 1-128 printable characters.
 
     Like real providers' idempotency keys it may be any printable text, but
     never blank, whitespace-padded, or holding control characters.
@@ -64,7 +67,9 @@ def whole_number(field: str, value: object, *, minimum: int, maximum: int) -> in
         raise InvalidInput(field=field, problem="must be a whole number", value=value)
     if not minimum <= value <= maximum:
         raise InvalidInput(
-            field=field, problem=f"must be between {minimum} and {maximum}, got {value}", value=value
+            field=field,
+            problem=f"must be between {minimum} and {maximum}, got {value}",
+            value=value,
         )
     return value
 

@@ -1,5 +1,4 @@
-"""
-The engine's exception tree.
+"""The engine's exception tree.
 
 Everything the engine raises on purpose derives from :class:`SagaError`.  The
 CLI maps the branches to exit codes: :class:`InvalidInput` → 2,
@@ -103,7 +102,9 @@ class SeatUnavailable(ConflictError):
 class SoldOut(SeatUnavailable):
     """Every seat of the intensive is held or taken."""
 
-    def __init__(self, *, intensive_id: str, reason: str = "sold out: every seat is held or taken") -> None:
+    def __init__(
+        self, *, intensive_id: str, reason: str = "sold out: every seat is held or taken"
+    ) -> None:
         super().__init__(intensive_id=intensive_id, reason=reason)
 
 

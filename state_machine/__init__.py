@@ -1,5 +1,4 @@
-"""
-Pure, declarative saga definitions: states, transitions, guards, timeouts.
+"""Pure, declarative saga definitions: states, transitions, guards, timeouts.
 
 Nothing in this package does I/O or reads a clock; the runtime (``saga``)
 persists what these objects decide.

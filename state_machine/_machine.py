@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from state_machine._definition import State, Transition
 from state_machine._validate import problems
 from state_machine.errors import DefinitionError, TransitionNotAllowed
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+    from state_machine._definition import State, Transition
 
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 class Machine:
-    """
-    A saga definition: named, versioned, validated when it is built.
+    """A saga definition: named, versioned, validated when it is built.
 
     Building it runs every check of :mod:`state_machine._validate` and raises
     :class:`~state_machine.errors.DefinitionError` listing all findings, so a
@@ -88,8 +90,7 @@ class Machine:
         data: Mapping[str, Any] = _EMPTY,
         payload: Mapping[str, Any] = _EMPTY,
     ) -> Transition | None:
-        """
-        The transition ``event`` takes from ``state``, or ``None`` if it is absorbed.
+        """The transition ``event`` takes from ``state``, or ``None`` if it is absorbed.
 
         A terminal state absorbs (returns ``None`` for) every event except a
         compensation whose guard holds.  A non-terminal state that accepts no

@@ -10,8 +10,7 @@ if TYPE_CHECKING:
 
 
 def to_mermaid(machine: Machine) -> str:
-    """
-    The machine as Mermaid ``stateDiagram-v2`` source.
+    """The machine as Mermaid ``stateDiagram-v2`` source.
 
     Every state and every (transition, source) pair appears once.  Labels say
     ``event [guard]``; compensations and timeouts are marked, and each state
@@ -55,7 +54,9 @@ def to_mermaid(machine: Machine) -> str:
 
 def _note(state: State) -> str:
     # Mermaid ends a statement at ";" and splits notes at ":", so neither appears here.
-    parts = [f"{key} {'as before' if value is None else value}" for key, value in state.meta.items()]
+    parts = [
+        f"{key} {'as before' if value is None else value}" for key, value in state.meta.items()
+    ]
     if state.timeout is not None:
         parts.append(f"timeout {state.timeout.describe()}")
     if state.actions:

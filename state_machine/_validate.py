@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict, deque
-from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from state_machine._definition import Guard, State, Timeout, Transition, is_name
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Sequence
 
 
 def problems(
@@ -15,7 +18,7 @@ def problems(
     found: list[str] = []
     if not is_name(name):
         found.append(f"saga name {name!r} must match [a-z][a-z0-9_]* (at most 63 characters)")
-    if isinstance(version, bool) or not isinstance(version, int) or version < 1:
+    if isinstance(version, bool) or version < 1:
         found.append(f"version must be a whole number >= 1, not {version!r}")
     found += _state_problems(states)
     known = {state.name for state in states}
@@ -140,9 +143,7 @@ def _timeout_transition_problems(
     for state in states:
         if state.timeout is None:
             continue
-        if not any(
-            t.event == state.timeout.event and state.name in t.source for t in transitions
-        ):
+        if not any(t.event == state.timeout.event and state.name in t.source for t in transitions):
             found.append(
                 f"timeout event {state.timeout.event!r} of state {state.name!r} "
                 "has no transition from that state"

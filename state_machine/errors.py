@@ -1,5 +1,4 @@
-"""
-The root of the engine's one exception tree, and the errors of definitions.
+"""The root of the engine's one exception tree, and the errors of definitions.
 
 The root lives here, in the lowest layer, because ``state_machine`` may import
 nothing from ``saga``: putting :class:`SagaError` here lets every layer raise
@@ -9,8 +8,10 @@ runtime's errors; users import from there.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def _rebuild(cls: type[SagaError], kwargs: dict[str, Any]) -> SagaError:
@@ -18,8 +19,7 @@ def _rebuild(cls: type[SagaError], kwargs: dict[str, Any]) -> SagaError:
 
 
 class SagaError(Exception):
-    """
-    Base class of every error the engine raises on purpose.
+    """Base class of every error the engine raises on purpose.
 
     Subclasses take keyword arguments, keep them as typed attributes and build
     their message from them; :meth:`__reduce__` replays those arguments, so an

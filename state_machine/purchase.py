@@ -1,5 +1,4 @@
-"""
-The reference saga: the purchase of one seat of a paid intensive.
+"""The reference saga: the purchase of one seat of a paid intensive.
 
 It is defined with the public API only; the engine knows nothing of seats or
 payments.  ``meta["seat"]`` says what each state does with the student's seat
@@ -14,11 +13,13 @@ purchase whose payment is pending first asks the provider (DESIGN.md §1).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from state_machine._definition import State, Timeout, Transition, guard
 from state_machine._machine import Machine
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
 
 SEAT_HELD: Final = "held"
 SEAT_TAKEN: Final = "taken"

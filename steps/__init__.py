@@ -1,5 +1,4 @@
-"""
-Effects of the sagas and their adapters: the steps that call the outside world.
+"""Effects of the sagas and their adapters: the steps that call the outside world.
 
 Each step has an idempotency key derived from persisted saga data and
 classifies its outcome as succeeded, failed or unknown.

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 import psycopg
@@ -19,6 +19,9 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from saga import Engine
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 POSTGRES_URL = os.environ.get(
     "SAGA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"

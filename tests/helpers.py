@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from saga import Engine
+if TYPE_CHECKING:
+    from saga import Engine
 
 TABLES = (
     "intensives",
@@ -26,8 +27,8 @@ def dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
     out = {}
     with engine.db.engine.connect() as conn:
         for table in TABLES:
-            rows = conn.execute(sa.text(f"SELECT * FROM {table}")).all()  # noqa: S608 - fixed names
-            out[table] = sorted((tuple(map(str, row)) for row in rows))
+            rows = conn.execute(sa.text(f"SELECT * FROM {table}")).all()
+            out[table] = sorted(tuple(map(str, row)) for row in rows)
     return out
 
 
@@ -77,8 +78,8 @@ def _postgres_catalog(conn: sa.Connection) -> dict[str, Any]:
     schema = conn.execute(sa.text("SELECT current_schema()")).scalar()
     queries = {
         "columns": """
-            SELECT table_name, column_name, data_type, is_nullable, column_default, ordinal_position,
-                   is_identity, identity_generation
+            SELECT table_name, column_name, data_type, is_nullable, column_default,
+                   ordinal_position, is_identity, identity_generation
             FROM information_schema.columns WHERE table_schema = current_schema()
             ORDER BY table_name, ordinal_position""",
         "constraints": """

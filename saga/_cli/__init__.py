@@ -1,5 +1,4 @@
-"""
-The ``saga`` command line (DESIGN.md §4).
+"""The ``saga`` command line (DESIGN.md §4).
 
 Exit codes: 0 ok, 2 bad input or usage, 3 conflict, 4 not found, 1 anything
 else.  Errors go to stderr; ``--json`` output goes to stdout.
@@ -9,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from saga._cli import _catalogue, _demo, _misc, _purchase
 from saga._cli._common import (
@@ -20,6 +19,9 @@ from saga._cli._common import (
     configure_logging,
     run,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
@@ -40,7 +42,10 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``saga`` command line; returns the exit code."""
     parser, commands = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # usage errors (2) and --help (0), already printed by argparse
+        return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     configure_logging(args.log_level)
     path = " ".join(part for part in (args.command, getattr(args, "action", None)) if part)
     output = Output(as_json=args.json)

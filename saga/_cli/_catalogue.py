@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING
 
 from saga._cli._common import EXIT_OK, Command, Output, add_common_options, open_engine
 
 if TYPE_CHECKING:
+    import argparse
+
     from saga._catalogue import Intensive
 
 FLAGS = {"intensive_id": "ID", "seats": "--seats", "price": "--price", "currency": "--currency"}

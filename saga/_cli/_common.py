@@ -30,12 +30,10 @@ class Command:
 
     handler: Handler
     flags: Mapping[str, str] = field(default_factory=dict)
-    needs_engine: bool = True
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> None:
-    """
-    ``--db`` and ``--json``, accepted before or after the subcommand.
+    """``--db`` and ``--json``, accepted before or after the subcommand.
 
     Subcommands use ``SUPPRESS`` defaults so that an option given before the
     subcommand is not reset by the subcommand's own default.
@@ -64,7 +62,9 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
 class Output:
     """Where a command writes: JSON or text on stdout, errors on stderr."""
 
-    def __init__(self, *, as_json: bool, out: TextIO | None = None, err: TextIO | None = None) -> None:
+    def __init__(
+        self, *, as_json: bool, out: TextIO | None = None, err: TextIO | None = None
+    ) -> None:
         self.as_json = as_json
         self.out = out or sys.stdout
         self.err = err or sys.stderr
@@ -82,7 +82,11 @@ class Output:
         cells = [[str(h) for h in headers], *[[_cell(v) for v in row] for row in rows]]
         widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
         for row in cells:
-            self.line("  ".join(value.ljust(width) for value, width in zip(row, widths, strict=True)).rstrip())
+            self.line(
+                "  ".join(
+                    value.ljust(width) for value, width in zip(row, widths, strict=True)
+                ).rstrip()
+            )
 
     def error(self, message: str) -> None:
         """Print an error on stderr."""

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
-import argparse
 import secrets
 from collections import Counter
+from typing import TYPE_CHECKING, Any
 
 from saga._cli._common import EXIT_OK, Command, Output, add_common_options, open_engine
-from saga._engine import Engine
 from saga.exceptions import ConflictError
+
+if TYPE_CHECKING:
+    import argparse
+
+    from saga._engine import Engine
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
@@ -36,7 +40,7 @@ def _demo(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def _scenario(engine: Engine, run: str, steps: list[str]) -> dict[str, object]:
+def _scenario(engine: Engine, run: str, steps: list[str]) -> dict[str, Any]:
     intensive_id = f"demo-{run}-js"
     intensive, _ = engine.catalogue.add(intensive_id, seats=3, price="49.00", currency="EUR")
     steps.append(f"added intensive {intensive_id}: 3 seats at 49.00 EUR")
@@ -70,7 +74,9 @@ def _scenario(engine: Engine, run: str, steps: list[str]) -> dict[str, object]:
     started = engine.purchases.start(
         operation_id=f"demo-{run}-op-4", intensive_id=intensive_id, student_id="student-4"
     )
-    steps.append(f"student-4 retries its operation id: the freed seat is held ({started.purchase.state})")
+    steps.append(
+        f"student-4 retries its operation id: the freed seat is held ({started.purchase.state})"
+    )
     engine.purchases.cancel(purchases["student-1"], reason="demo: changed plans", actor="demo")
     steps.append("student-1 cancels after paying: refund pending, seat freed")
     states = Counter(p.state for p in engine.purchases.list(intensive_id=intensive_id))

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-import argparse
+from typing import TYPE_CHECKING
 
 from saga._cli._common import EXIT_OK, Command, Output, add_common_options, open_engine
 from saga._engine import default_registry
 from saga.exceptions import InvalidInput, NotFound
-from state_machine import to_mermaid
+from state_machine import Machine, to_mermaid
+
+if TYPE_CHECKING:
+    import argparse
+import importlib
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
@@ -18,14 +22,20 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_common_options(upgrade, top_level=False)
 
     diagram = subparsers.add_parser("diagram", help="print a saga's state machine as Mermaid")
-    diagram.add_argument(
-        "--kind", default="purchase", metavar="KIND", help="saga kind (default purchase)"
+    which = diagram.add_mutually_exclusive_group()
+    which.add_argument(
+        "--kind", default="purchase", metavar="KIND", help="built-in saga kind (default purchase)"
+    )
+    which.add_argument(
+        "--machine",
+        metavar="MODULE:NAME",
+        help="your own saga: a Machine importable as MODULE:NAME (e.g. shop.sagas:order)",
     )
     add_common_options(diagram, top_level=False)
 
     return {
         "db upgrade": Command(_upgrade),
-        "diagram": Command(_diagram, {"kind": "--kind"}, needs_engine=False),
+        "diagram": Command(_diagram, {"kind": "--kind", "machine": "--machine"}),
     }
 
 
@@ -45,10 +55,7 @@ def _upgrade(args: argparse.Namespace, out: Output) -> int:
 
 
 def _diagram(args: argparse.Namespace, out: Output) -> int:
-    try:
-        machine = default_registry().get(args.kind).machine
-    except NotFound as exc:
-        raise InvalidInput(field="kind", problem=f"no saga kind {args.kind!r}") from exc
+    machine = _load_machine(args.machine) if args.machine else _builtin(args.kind)
     if not out.as_json:
         out.out.write(to_mermaid(machine))
         return EXIT_OK
@@ -82,3 +89,26 @@ def _diagram(args: argparse.Namespace, out: Output) -> int:
         }
     )
     return EXIT_OK
+
+
+def _builtin(kind: str) -> Machine:
+    try:
+        return default_registry().get(kind).machine
+    except NotFound as exc:
+        raise InvalidInput(field="kind", problem=f"no built-in saga kind {kind!r}") from exc
+
+
+def _load_machine(spec: str) -> Machine:
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise InvalidInput(field="machine", problem=f"expected MODULE:NAME, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidInput(
+            field="machine", problem=f"cannot import {module_name!r}: {exc}"
+        ) from exc
+    machine = getattr(module, attribute, None)
+    if not isinstance(machine, Machine):
+        raise InvalidInput(field="machine", problem=f"{spec!r} is not a state_machine.Machine")
+    return machine

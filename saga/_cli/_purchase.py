@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import TYPE_CHECKING
 
 from saga._cli._common import EXIT_OK, Command, Output, add_common_options, open_engine
@@ -12,6 +11,8 @@ from state_machine.purchase import PURCHASE
 from steps import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS
 
 if TYPE_CHECKING:
+    import argparse
+
     from saga._purchases import Purchase
 
 FLAGS = {
@@ -115,7 +116,12 @@ def _show(args: argparse.Namespace, out: Output) -> int:
         ("seat", purchase.seat),
         ("amount", f"{purchase.to_json()['amount']} {purchase.currency}"),
         ("payment method", purchase.payment_method),
-        ("deadline", f"{purchase.deadline_event} at {iso(purchase.deadline_at)}" if purchase.deadline_at else None),
+        (
+            "deadline",
+            f"{purchase.deadline_event} at {iso(purchase.deadline_at)}"
+            if purchase.deadline_at
+            else None,
+        ),
     ):
         out.line(f"  {label + ':':<16}{'-' if value is None else value}")
     out.line("history:")

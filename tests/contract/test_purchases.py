@@ -55,7 +55,9 @@ class TestAcceptance:
         assert [("start", None, "reserved")] == [
             (h.event, h.from_state, h.to_state) for h in purchase.history
         ]
-        jobs = rows(engine, "SELECT kind, available_at FROM jobs WHERE saga_id = :id", id=purchase.id)
+        jobs = rows(
+            engine, "SELECT kind, available_at FROM jobs WHERE saga_id = :id", id=purchase.id
+        )
         assert {"saga.timeout", "purchase.request_payment"} == {job["kind"] for job in jobs}
 
     def test_hold_deadline_comes_from_the_database_clock(self, engine, intensive):

@@ -149,7 +149,7 @@ class TestDefinitionErrors:
         """Two different guard functions under one name would make diagrams lie."""
 
         @guard
-        def big(data, payload):  # noqa: F811 - the point of the test
+        def big(data, payload):
             return False
 
         found = problems_of(

@@ -13,8 +13,14 @@ from saga.exceptions import InvalidInput
 class TestAmounts:
     @pytest.mark.parametrize(
         ("text", "currency", "minor"),
-        [("49", "EUR", 4900), ("49.9", "EUR", 4990), ("49.90", "EUR", 4990), ("1000", "JPY", 1000),
-         ("1.234", "KWD", 1234), ("0.01", "USD", 1)],
+        [
+            ("49", "EUR", 4900),
+            ("49.9", "EUR", 4990),
+            ("49.90", "EUR", 4990),
+            ("1000", "JPY", 1000),
+            ("1.234", "KWD", 1234),
+            ("0.01", "USD", 1),
+        ],
     )
     def test_parses_to_minor_units(self, text, currency, minor):
         """Decimal text becomes integer minor units, with the currency's precision."""
@@ -34,7 +40,9 @@ class TestAmounts:
         with pytest.raises(InvalidInput, match="0 decimal places"):
             _money.parse_amount("10.5", "JPY")
 
-    @given(st.integers(min_value=1, max_value=_money.MAX_MINOR), st.sampled_from(["EUR", "JPY", "KWD"]))
+    @given(
+        st.integers(min_value=1, max_value=_money.MAX_MINOR), st.sampled_from(["EUR", "JPY", "KWD"])
+    )
     def test_format_and_parse_round_trip(self, minor, currency):
         """Formatting minor units and parsing them back is the identity."""
         assert minor == _money.parse_amount(_money.format_minor(minor, currency), currency)
@@ -62,12 +70,16 @@ class TestIdentifiers:
 
 
 class TestOperationIds:
-    @pytest.mark.parametrize("value", ["op-1", "8f14e45f-ceea-467f", "order #12 / retry", "x" * 128])
+    @pytest.mark.parametrize(
+        "value", ["op-1", "8f14e45f-ceea-467f", "order #12 / retry", "x" * 128]
+    )
     def test_accepted(self, value):
         """Any printable text up to 128 characters."""
         assert value == _validation.operation_id(value)
 
-    @pytest.mark.parametrize("value", ["", "   ", "x" * 129, " padded", "tab\there", "nul\x00", None])
+    @pytest.mark.parametrize(
+        "value", ["", "   ", "x" * 129, " padded", "tab\there", "nul\x00", None]
+    )
     def test_refused(self, value):
         """Blank, over-long, padded or control characters are refused."""
         with pytest.raises(InvalidInput) as info:

@@ -15,8 +15,18 @@ FORBIDDEN = {
     "saga": set(),
 }
 # state_machine is pure: no I/O, no clock, no randomness, no third-party code.
-PURE_ALLOWED = {"__future__", "collections", "dataclasses", "enum", "re", "types", "typing",
-                "state_machine", "functools", "itertools"}
+PURE_ALLOWED = {
+    "__future__",
+    "collections",
+    "dataclasses",
+    "enum",
+    "re",
+    "types",
+    "typing",
+    "state_machine",
+    "functools",
+    "itertools",
+}
 
 
 def imports(package: str) -> list[tuple[Path, str]]:
@@ -50,5 +60,7 @@ def test_state_machine_uses_only_pure_stdlib():
         if module.split(".")[0] not in PURE_ALLOWED
     ]
     assert [] == bad
-    assert all(name in sys.stdlib_module_names or name == "state_machine"
-               for name in PURE_ALLOWED - {"__future__"})
+    assert all(
+        name in sys.stdlib_module_names or name == "state_machine"
+        for name in PURE_ALLOWED - {"__future__"}
+    )

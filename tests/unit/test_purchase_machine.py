@@ -48,9 +48,7 @@ def test_mermaid_shows_every_state_and_every_transition():
     text = to_mermaid(PURCHASE)
     assert text.startswith("---\ntitle: purchase")
     edges = set(re.findall(r"^    (\w+) --> (\w+): (\w+)", text, re.MULTILINE))
-    expected = {
-        (source, t.target, t.event) for t in PURCHASE.transitions for source in t.source
-    }
+    expected = {(source, t.target, t.event) for t in PURCHASE.transitions for source in t.source}
     assert expected == edges
     for state in DESIGN_STATES:
         assert re.search(rf"^    state {state}$", text, re.MULTILINE)

@@ -47,7 +47,10 @@ class TestSplitStatements:
 
     def test_dollar_quoted_bodies_stay_whole(self):
         """A plpgsql body between $$ is one statement."""
-        script = "CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;SELECT 1;"
+        script = (
+            "CREATE FUNCTION f() RETURNS int LANGUAGE plpgsql AS $$ BEGIN RETURN 1; END $$;"
+            "SELECT 1;"
+        )
         assert 2 == len(split_statements(script))
 
     def test_sqlite_trigger_bodies_stay_whole(self):

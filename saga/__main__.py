@@ -1,0 +1,7 @@
+"""``python -m saga``: the same as the ``saga`` command."""
+
+from __future__ import annotations
+
+from saga._cli import entry_point
+
+entry_point()
