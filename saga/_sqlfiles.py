@@ -98,8 +98,18 @@ def parse_queries(text: str) -> dict[str, Query]:
 
 @functools.cache
 def queries(dialect: Dialect) -> dict[str, Query]:
-    """The named queries of ``dialect``."""
-    return parse_queries(_read(dialect, "queries.sql"))
+    """The named queries of ``dialect``: every ``queries/*.sql`` file, one namespace."""
+    folder = _root().joinpath(dialect).joinpath("queries")
+    merged: dict[str, Query] = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".sql"):
+            continue
+        for name, query in parse_queries(entry.read_text(encoding="utf-8")).items():
+            if name in merged:
+                msg = f"query {name!r} is defined twice in sql/{dialect}/queries/"
+                raise ValueError(msg)
+            merged[name] = query
+    return merged
 
 
 @functools.cache

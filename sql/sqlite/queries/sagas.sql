@@ -1,0 +1,76 @@
+-- Sagas: creation, compare-and-set transitions, audit, accepted operation ids.
+-- SQLite; sql/postgres/queries/sagas.sql defines the same names, and values
+-- are always bound (:name), never formatted into the text.
+-- Write transactions start with BEGIN IMMEDIATE: they hold the write lock from
+-- their first statement, so no FOR UPDATE is needed.
+
+-- name: insert_saga
+-- Create a saga in its initial state, with its first deadline if any.
+INSERT INTO sagas (id, kind, definition_version, state, data, deadline_event, deadline_at)
+VALUES (
+    :id, :kind, :definition_version, :state, :data, :deadline_event,
+    CASE WHEN :deadline_seconds IS NULL THEN NULL
+         ELSE strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :deadline_seconds / 86400.0)
+    END
+)
+RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+          created_at, entered_at, updated_at;
+
+-- name: get_saga
+-- One saga.
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM sagas WHERE id = :id;
+
+-- name: lock_saga
+-- One saga, to decide its next transition (the write lock is already held).
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM sagas WHERE id = :id;
+
+-- name: transition_saga
+-- Compare-and-set: move the saga only if it is still in the state and at the
+-- version the decision was made on; set its next deadline from the database clock.
+UPDATE sagas
+SET state = :to_state,
+    version = version + 1,
+    data = :data,
+    deadline_event = :deadline_event,
+    deadline_at = CASE
+        WHEN :deadline_seconds IS NULL THEN NULL
+        WHEN :deadline_since_created
+            THEN strftime('%Y-%m-%dT%H:%M:%fZ', julianday(created_at) + :deadline_seconds / 86400.0)
+        ELSE strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :deadline_seconds / 86400.0)
+    END,
+    entered_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE id = :id AND state = :from_state AND version = :version
+RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+          created_at, entered_at, updated_at;
+
+-- name: insert_transition
+-- Append one audit row.
+INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload)
+VALUES (:saga_id, :version, :from_state, :to_state, :event, :actor, :cause, :payload);
+
+-- name: list_transitions
+-- A saga's audit trail, oldest first.
+SELECT version, from_state, to_state, event, actor, cause, payload, at
+FROM saga_transitions WHERE saga_id = :saga_id
+ORDER BY version;
+
+-- name: claim_operation
+-- Claim an operation id; no row back means it was claimed before.
+INSERT INTO saga_operations (operation_id, kind, digest, saga_id)
+VALUES (:operation_id, :kind, :digest, :saga_id)
+ON CONFLICT (operation_id) DO NOTHING
+RETURNING operation_id;
+
+-- name: get_operation
+-- An accepted operation id.
+SELECT operation_id, kind, digest, saga_id, created_at
+FROM saga_operations WHERE operation_id = :operation_id;
+
+-- name: operation_of_saga
+-- The operation id that created a saga.
+SELECT operation_id FROM saga_operations WHERE saga_id = :saga_id;
