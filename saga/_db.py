@@ -9,6 +9,7 @@ Nothing here ever sleeps inside a transaction.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import psycopg
@@ -53,25 +54,35 @@ def normalize_url(url: str) -> URL:
     """Parse a database URL and pick the engine's driver for it.
 
     ``postgresql://`` and ``postgres://`` become ``postgresql+psycopg://``;
-    ``sqlite:///path`` stays.  Anything else is :class:`InvalidInput` on ``db``.
+    ``sqlite:///FILE`` stays.  Anything else is :class:`InvalidInput` on ``db``.
     """
+    if not url.strip():
+        raise InvalidInput(field="db", problem="must not be empty")
     try:
         parsed = make_url(url.strip())
-    except sa.exc.ArgumentError as exc:
+        backend = parsed.get_backend_name()
+        parsed.port  # noqa: B018 - parsing the port raises on garbage such as "[::1"
+    except (sa.exc.ArgumentError, ValueError) as exc:
         raise InvalidInput(field="db", problem=f"not a database URL: {url!r}") from exc
-    backend = parsed.get_backend_name()
     if backend in ("postgresql", "postgres"):
         return parsed.set(drivername="postgresql+psycopg")
-    if backend == "sqlite":
-        if parsed.get_driver_name() not in ("pysqlite", ""):
-            raise InvalidInput(
-                field="db", problem="SQLite URLs use the stdlib driver: sqlite:///FILE"
-            )
-        return parsed.set(drivername="sqlite")
-    raise InvalidInput(
-        field="db",
-        problem=f"unsupported database {backend!r}: use postgresql://… or sqlite:///FILE",
-    )
+    if backend != "sqlite":
+        raise InvalidInput(
+            field="db",
+            problem=f"unsupported database {backend!r}: use postgresql://… or sqlite:///FILE",
+        )
+    if parsed.get_driver_name() not in ("pysqlite", ""):
+        raise InvalidInput(field="db", problem="SQLite URLs use the stdlib driver: sqlite:///FILE")
+    path = parsed.database or ""
+    if not path or path == ":memory:" or path.startswith("file:") or "\x00" in path:
+        raise InvalidInput(
+            field="db",
+            problem="a SQLite URL names a file, sqlite:///FILE (an in-memory database "
+            "would forget everything when the command ends)",
+        )
+    if parsed.query:
+        raise InvalidInput(field="db", problem="SQLite URLs take no options: sqlite:///FILE")
+    return parsed.set(drivername="sqlite")
 
 
 class Tx:
@@ -135,6 +146,10 @@ class Database:
             "postgres" if self.url.get_backend_name() == "postgresql" else "sqlite"
         )
         self._statements = {name: sa.text(q.sql) for name, q in queries(self.dialect).items()}
+        self._first_use: Callable[[], None] | None = None
+        self._ready = True
+        self._preparing = False
+        self._lock = threading.RLock()
         if self.dialect == "postgres":
             self.engine = self._postgres_engine(pool_size, application_name)
         else:
@@ -177,6 +192,34 @@ class Database:
 
         return engine
 
+    def before_first_use(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` once, before the first transaction (checking the schema).
+
+        Deferring it means a command refused for bad input never touches the
+        database: not even the embedded SQLite file gets created.
+        """
+        with self._lock:
+            self._first_use = hook
+            self._ready = False
+
+    def _ensure_ready(self) -> None:
+        if self._ready:
+            return
+        with self._lock:
+            self._prepare_locked()
+
+    def _prepare_locked(self) -> None:
+        # Checked again under the lock; _preparing: the hook's own
+        # transactions re-enter here from the same thread.
+        if self._ready or self._preparing or self._first_use is None:
+            return
+        self._preparing = True
+        try:
+            self._first_use()
+        finally:
+            self._preparing = False
+        self._ready = True
+
     def statement(self, name: str) -> sa.TextClause:
         """The compiled named query ``name`` of this dialect."""
         try:
@@ -192,6 +235,7 @@ class Database:
         raises.  Transient failures rerun ``work`` from the start, so ``work``
         must not have effects outside the database.
         """
+        self._ensure_ready()
         retrying = Retrying(
             retry=retry_if_exception(_is_transient),
             wait=wait_random_exponential(multiplier=0.005, max=0.5),

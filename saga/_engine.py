@@ -29,9 +29,10 @@ def default_registry() -> Registry:
 class Engine:
     """The engine over one database.
 
-    Opening it checks the schema: the embedded SQLite file is created or
-    upgraded in place; a PostgreSQL schema must be upgraded explicitly with
-    ``saga db upgrade`` (:class:`~saga.exceptions.SchemaOutOfDate`).
+    Its first transaction checks the schema: the embedded SQLite file is
+    created or upgraded in place; a PostgreSQL schema must be upgraded
+    explicitly with ``saga db upgrade`` (:class:`~saga.exceptions.SchemaOutOfDate`).
+    Nothing touches the database before that first transaction.
 
     Args:
         url: the database; default :func:`default_url`.
@@ -48,13 +49,9 @@ class Engine:
         check_schema: bool = True,
         pool_size: int = 5,
     ) -> None:
-        self.db = Database(url or default_url(), pool_size=pool_size)
+        self.db = Database(default_url() if url is None else url, pool_size=pool_size)
         if check_schema:
-            try:
-                _migrate.ensure_current(self.db)
-            except BaseException:
-                self.db.dispose()
-                raise
+            self.db.before_first_use(lambda: _migrate.ensure_current(self.db))
         self.registry = registry or default_registry()
         self.sagas = Sagas(self.db, self.registry)
         self.catalogue = Catalogue(self.db)

@@ -11,6 +11,8 @@ from saga.exceptions import JobConflict
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from sqlalchemy.engine import RowMapping
+
     from saga._db import Tx
 
 TIMER_KIND: Final = "saga.timeout"
@@ -77,10 +79,21 @@ def enqueue_timer_in(tx: Tx, *, saga_id: str, version: int, event: str) -> bool:
 
 
 def _store_payload(tx: Tx, job: NewJob, inserted: bool) -> bool:
+    existing: RowMapping | None
     if inserted:
-        tx.run("insert_job_payload", job_id=job.id, payload=dump_json(job.payload))
-        return True
-    existing = tx.one("get_job_digest", id=job.id)
+        # A finished job left the hot table for job_archive; if this id is
+        # there, the insert above only succeeded because the old row moved
+        # (possibly while we waited on it): undo it and answer from the archive.
+        archived = tx.one("archived_digest", id=job.id)
+        if archived is None:
+            tx.run("insert_job_payload", job_id=job.id, payload=dump_json(job.payload))
+            if job.delay_seconds <= 0:
+                tx.run("notify_jobs", queue=job.queue)
+            return True
+        tx.run("forget_new_job", id=job.id)
+        existing = archived
+    else:
+        existing = tx.one("get_job_digest", id=job.id)
     if existing is None or existing["digest"] != job.digest:
         raise JobConflict(job_id=job.id)
     return False

@@ -35,14 +35,14 @@ _EXPONENTS: Final = {
     ),
     **dict.fromkeys(("BHD", "IQD", "JOD", "KWD", "LYD", "OMR", "TND"), 3),
 }
-_CURRENCY: Final = re.compile(r"^[A-Z]{3}$")
-_AMOUNT: Final = re.compile(r"^\d{1,15}(\.\d{1,4})?$")
+_CURRENCY: Final = re.compile(r"[A-Z]{3}", re.ASCII)
+_AMOUNT: Final = re.compile(r"[0-9]{1,15}(\.[0-9]{1,4})?", re.ASCII)
 MAX_MINOR: Final = 10**12
 
 
 def currency(value: object, *, field: str = "currency") -> str:
     """An ISO 4217 code: three upper-case letters (``EUR``)."""
-    if not isinstance(value, str) or not _CURRENCY.match(value):
+    if not isinstance(value, str) or not _CURRENCY.fullmatch(value):
         raise InvalidInput(
             field=field, problem=f"must be an ISO 4217 code such as EUR, got {value!r}", value=value
         )
@@ -61,7 +61,7 @@ def parse_amount(value: object, code: str, *, field: str = "price") -> int:
     currency has, zero, and anything above a sane maximum.
     """
     text = value.strip() if isinstance(value, str) else value
-    if not isinstance(text, str) or not _AMOUNT.match(text):
+    if not isinstance(text, str) or not _AMOUNT.fullmatch(text):
         raise InvalidInput(
             field=field, problem=f"must be a positive decimal amount such as 49.90, got {value!r}"
         )

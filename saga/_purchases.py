@@ -38,7 +38,7 @@ if TYPE_CHECKING:
 
 KIND: Final = PURCHASE.name
 DEFAULT_HOLD_SECONDS: Final = 900
-MAX_HOLD_SECONDS: Final = 30 * 24 * 3600
+MAX_HOLD_SECONDS: Final = 10 * 365 * 24 * 3600
 LIST_MAX: Final = 10_000
 # The unique index that keeps one live seat per student and intensive; SQLite
 # names the columns instead of the index in its error.
@@ -260,6 +260,7 @@ class Purchases:
 
     def get(self, saga_id: str) -> Purchase:
         """One purchase with its history; :class:`NotFound` if there is none."""
+        _validation.identifier("purchase_id", saga_id)
 
         def work(tx: Tx) -> Purchase:
             row = tx.one("get_purchase", saga_id=saga_id)
@@ -295,6 +296,7 @@ class Purchases:
         A purchase in a state that cannot be cancelled raises
         :class:`~saga.exceptions.TransitionNotAllowed`.
         """
+        _validation.identifier("purchase_id", saga_id)
         reason = _validation.text("reason", reason)
         self.get(saga_id)  # NotFound for an unknown id, before anything else
         fired = self.sagas.fire(

@@ -15,8 +15,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from saga._codec import digest, dump_json
 from saga._jobs import TIMER_KIND, NewJob, enqueue_in, enqueue_timer_in
 from saga._records import SagaRecord, TransitionRecord
+from saga._validation import identifier as check_identifier
 from saga._validation import operation_id as check_operation_id
 from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
+from state_machine import PREVIOUS_STATE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -125,6 +127,7 @@ class Sagas:
 
     def get(self, saga_id: str) -> SagaRecord:
         """The saga ``saga_id``; :class:`NotFound` if there is none."""
+        check_identifier("saga_id", saga_id)
         return self.db.transaction(lambda tx: get_in(tx, saga_id), write=False)
 
     def history(self, saga_id: str) -> list[TransitionRecord]:
@@ -182,6 +185,7 @@ class Sagas:
         non-terminal state refuses undeclared events with
         :class:`~saga.exceptions.TransitionNotAllowed`.
         """
+        check_identifier("saga_id", saga_id)
         return self.db.transaction(
             lambda tx: fire_in(
                 tx,
@@ -300,7 +304,8 @@ def fire_in(
     if transition is None:
         return Fired(saga=before, transition=None)
     target = machine.state(transition.target)
-    data = {**before.data, **(data_update or {})}
+    # The engine's own key, so that guards can ask where a saga came from.
+    data = {**before.data, **(data_update or {}), PREVIOUS_STATE: before.state}
     deadline = _deadline(target, data)
     moved = tx.one(
         "transition_saga",

@@ -10,7 +10,7 @@ from saga.exceptions import InvalidInput
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-_ID: Final = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]*$")
+_ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]*", re.ASCII)
 ID_MAX: Final = 64
 OPERATION_ID_MAX: Final = 128
 REASON_MAX: Final = 500
@@ -27,7 +27,7 @@ def identifier(field: str, value: object, *, max_length: int = ID_MAX) -> str:
         raise InvalidInput(
             field=field, problem=f"must be at most {max_length} characters, got {len(value)}"
         )
-    if not _ID.match(value):
+    if not _ID.fullmatch(value):
         raise InvalidInput(
             field=field,
             problem=(

@@ -6,12 +6,13 @@ persists what these objects decide.
 
 from __future__ import annotations
 
-from state_machine._definition import Guard, State, Timeout, Transition, guard
+from state_machine._definition import PREVIOUS_STATE, Guard, State, Timeout, Transition, guard
 from state_machine._machine import Machine
 from state_machine._mermaid import to_mermaid
 from state_machine.errors import ConflictError, DefinitionError, SagaError, TransitionNotAllowed
 
 __all__ = [
+    "PREVIOUS_STATE",
     "ConflictError",
     "DefinitionError",
     "Guard",

@@ -6,16 +6,23 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
-_NAME = re.compile(r"^[a-z][a-z0-9_]{0,62}$")
+_NAME = re.compile(r"[a-z][a-z0-9_]{0,62}", re.ASCII)
+
+PREVIOUS_STATE: Final = "_previous_state"
+"""
+Key of the saga's data where the runtime keeps the state the saga was in
+before its current one, so guards can tell where it came from.  Keys that
+start with ``_`` belong to the engine.
+"""
 
 GuardCheck = Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
 
 
 def is_name(value: str) -> bool:
     """Whether ``value`` is a valid state, event, guard or action name."""
-    return bool(_NAME.match(value))
+    return bool(_NAME.fullmatch(value))
 
 
 @dataclass(frozen=True, slots=True)

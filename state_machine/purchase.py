@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from state_machine._definition import State, Timeout, Transition, guard
+from state_machine._definition import PREVIOUS_STATE, State, Timeout, Transition, guard
 from state_machine._machine import Machine
 
 if TYPE_CHECKING:
@@ -45,6 +45,18 @@ def provider_not_paid(data: Mapping[str, Any], payload: Mapping[str, Any]) -> bo
 def provider_paid_in_full(data: Mapping[str, Any], payload: Mapping[str, Any]) -> bool:
     """The provider says the payment succeeded, for the right amount and currency."""
     return payload.get("provider_status") == "paid" and amount_matches(data, payload)
+
+
+@guard
+def unknown_payment(data: Mapping[str, Any], payload: Mapping[str, Any]) -> bool:
+    """The open item is about a payment (reconciliation began before any refund)."""
+    return data.get(PREVIOUS_STATE) in ("reserved", "payment_pending")
+
+
+@guard
+def unknown_refund(data: Mapping[str, Any], payload: Mapping[str, Any]) -> bool:
+    """The open item is about a refund (reconciliation began in refund_pending)."""
+    return data.get(PREVIOUS_STATE) == "refund_pending"
 
 
 _HOLD = Timeout("hold_expired", seconds_from="hold_seconds", since="created")
@@ -138,10 +150,22 @@ TRANSITIONS: Final = (
     Transition("refund_succeeded", source="refund_pending", target="refunded"),
     Transition("refund_failed", source="refund_pending", target="needs_reconciliation"),
     Transition("refund_outcome_unknown", source="refund_pending", target="needs_reconciliation"),
-    Transition("resolve_paid", source="needs_reconciliation", target="confirmed"),
-    Transition("resolve_not_paid", source="needs_reconciliation", target="cancelled"),
+    # An open item is either about a payment (the seat is still held) or about
+    # a refund (the seat is already free, the money is going back): each
+    # resolution only makes sense for one of them.
+    Transition(
+        "resolve_paid", source="needs_reconciliation", target="confirmed", guard=unknown_payment
+    ),
+    Transition(
+        "resolve_not_paid",
+        source="needs_reconciliation",
+        target="cancelled",
+        guard=unknown_payment,
+    ),
     Transition("resolve_refund", source="needs_reconciliation", target="refund_pending"),
-    Transition("resolve_refunded", source="needs_reconciliation", target="refunded"),
+    Transition(
+        "resolve_refunded", source="needs_reconciliation", target="refunded", guard=unknown_refund
+    ),
 )
 
 PURCHASE: Final = Machine("purchase", version=1, states=STATES, transitions=TRANSITIONS)

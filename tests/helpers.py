@@ -18,6 +18,9 @@ TABLES = (
     "purchases",
     "jobs",
     "job_payloads",
+    "job_archive",
+    "job_results",
+    "job_replays",
     "saga_migrations",
 )
 

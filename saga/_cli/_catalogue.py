@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from saga._cli._common import EXIT_OK, Command, Output, add_common_options, open_engine
+from saga._cli._common import (
+    EXIT_OK,
+    Command,
+    Output,
+    add_common_options,
+    open_engine,
+    whole,
+)
 
 if TYPE_CHECKING:
     import argparse
@@ -21,7 +28,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     add = commands.add_parser("add", help="add an intensive (idempotent for equal values)")
     add.add_argument("id", metavar="ID", help="intensive id (letters, digits, . _ : @ -)")
-    add.add_argument("--seats", type=int, required=True, metavar="N", help="capacity, at least 1")
+    add.add_argument("--seats", type=whole, required=True, metavar="N", help="capacity, at least 1")
     add.add_argument("--price", required=True, metavar="AMOUNT", help="price, e.g. 49.90")
     add.add_argument("--currency", required=True, metavar="CUR", help="ISO 4217 code, e.g. EUR")
     add_common_options(add, top_level=False)
@@ -31,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_common_options(show, top_level=False)
 
     listing = commands.add_parser("list", help="every intensive with its seat counts")
-    listing.add_argument("--limit", type=int, default=1000, metavar="N", help="at most N (1000)")
+    listing.add_argument("--limit", type=whole, default=1000, metavar="N", help="at most N (1000)")
     add_common_options(listing, top_level=False)
 
     return {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ EXIT_CONFLICT: Final = 3
 EXIT_NOT_FOUND: Final = 4
 
 Handler = Callable[[argparse.Namespace, "Output"], int]
+_GLOBAL_FLAGS: Final = {"db": "--db"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,13 +95,28 @@ class Output:
         print(f"saga: error: {message}", file=self.err)
 
 
+_WHOLE = re.compile(r"-?[0-9]{1,18}", re.ASCII)
+
+
+def whole(text: str) -> int:
+    """An argparse type for whole numbers: ASCII digits only.
+
+    Python's ``int()`` also takes ``" 3"``, ``"3_0"`` and non-ASCII digits;
+    a script passing those has a bug we should report, not guess around.
+    """
+    if not _WHOLE.fullmatch(text):
+        msg = f"expected a whole number written with digits 0-9, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return int(text)
+
+
 def _cell(value: object) -> str:
     return "-" if value is None else str(value)
 
 
 def open_engine(args: argparse.Namespace, *, check_schema: bool = True) -> Engine:
     """The engine on ``--db`` (or the default database)."""
-    return Engine(args.db or default_url(), check_schema=check_schema)
+    return Engine(default_url() if args.db is None else args.db, check_schema=check_schema)
 
 
 def configure_logging(level: str) -> None:
@@ -121,7 +138,7 @@ def run(command: Command, args: argparse.Namespace, output: Output) -> int:
     try:
         return command.handler(args, output)
     except InvalidInput as exc:
-        flag = command.flags.get(exc.field, exc.field)
+        flag = command.flags.get(exc.field, _GLOBAL_FLAGS.get(exc.field, exc.field))
         output.error(f"{flag}: {exc.problem}")
         return EXIT_USAGE
     except ConflictError as exc:

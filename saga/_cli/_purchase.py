@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from saga._cli._common import EXIT_OK, Command, Output, add_common_options, open_engine
+from saga._cli._common import (
+    EXIT_OK,
+    Command,
+    Output,
+    add_common_options,
+    open_engine,
+    whole,
+)
 from saga._codec import iso
 from saga._purchases import DEFAULT_HOLD_SECONDS
 from state_machine.purchase import PURCHASE
@@ -24,6 +31,7 @@ FLAGS = {
     "state": "--state",
     "limit": "--limit",
     "reason": "--reason",
+    "purchase_id": "ID",
 }
 
 
@@ -49,7 +57,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     start.add_argument(
         "--hold-seconds",
-        type=int,
+        type=whole,
         default=DEFAULT_HOLD_SECONDS,
         metavar="S",
         help=f"how long the seat is held without payment (default {DEFAULT_HOLD_SECONDS})",
@@ -65,7 +73,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--state", metavar="S", help="only this state: " + ", ".join(PURCHASE.state_names)
     )
     listing.add_argument("--intensive", metavar="ID", help="only this intensive")
-    listing.add_argument("--limit", type=int, default=100, metavar="N", help="at most N (100)")
+    listing.add_argument("--limit", type=whole, default=100, metavar="N", help="at most N (100)")
     add_common_options(listing, top_level=False)
 
     cancel = commands.add_parser(

@@ -96,6 +96,9 @@ CREATE UNIQUE INDEX purchases_one_seat_per_student ON purchases (intensive_id, s
     WHERE seat <> 'free';
 
 -- Durable work: steps queued by transitions and timers due at a database time.
+-- This is the hot table: it holds pending, running and dead-lettered (failed)
+-- jobs only.  Completion moves a job to job_archive in the same transaction,
+-- so claims never wade through history however much of it there is.
 CREATE TABLE jobs (
     id            text PRIMARY KEY,
     queue         text NOT NULL,
@@ -114,6 +117,7 @@ CREATE TABLE jobs (
     updated_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
     finished_at   timestamptz,
     CONSTRAINT jobs_state_known CHECK (state IN ('pending', 'running', 'done', 'failed')),
+    -- A lease (token and expiry together) exists exactly while a worker runs the job.
     CONSTRAINT jobs_lease_only_while_running CHECK (
         (state = 'running') = (lease_token IS NOT NULL)
         AND (lease_token IS NULL) = (lease_until IS NULL)
@@ -121,14 +125,53 @@ CREATE TABLE jobs (
     CONSTRAINT jobs_finished_when_final CHECK (
         (state IN ('done', 'failed')) = (finished_at IS NOT NULL)
     ),
-    CONSTRAINT jobs_attempts_in_range CHECK (attempts >= 0 AND max_attempts >= 1)
-);
-CREATE INDEX jobs_due ON jobs (queue, available_at) WHERE state = 'pending';
+    CONSTRAINT jobs_failure_has_a_reason CHECK (state <> 'failed' OR error_class IS NOT NULL),
+    CONSTRAINT jobs_attempts_in_range CHECK (
+        attempts >= 0 AND max_attempts >= 1 AND attempts <= max_attempts
+    )
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+-- Claims walk these partial indexes: due pending jobs in order, expired leases.
+CREATE INDEX jobs_due ON jobs (available_at, id) WHERE state = 'pending';
 CREATE INDEX jobs_leased ON jobs (lease_until) WHERE state = 'running';
+CREATE INDEX jobs_dead ON jobs (finished_at) WHERE state = 'failed';
 CREATE INDEX jobs_by_saga ON jobs (saga_id) WHERE saga_id IS NOT NULL;
 
 -- Payloads stay out of the hot job row, which claims rewrite on every attempt.
 CREATE TABLE job_payloads (
     job_id   text PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
     payload  jsonb NOT NULL
+);
+
+-- Finished jobs.  Their ids stay known here, so accepting the same id again
+-- returns the finished job instead of running it twice.
+CREATE TABLE job_archive (
+    id           text PRIMARY KEY,
+    queue        text NOT NULL,
+    kind         text NOT NULL,
+    digest       text NOT NULL,
+    saga_id      text,
+    state        text NOT NULL,
+    attempts     integer NOT NULL,
+    created_at   timestamptz NOT NULL,
+    finished_at  timestamptz NOT NULL,
+    CONSTRAINT job_archive_state_final CHECK (state IN ('done', 'failed'))
+);
+CREATE INDEX job_archive_finished ON job_archive (finished_at);
+
+-- A job's result, written in the transaction that completes it: one per job.
+CREATE TABLE job_results (
+    job_id  text PRIMARY KEY,
+    result  jsonb NOT NULL
+);
+
+-- Operators' dead-letter replays: who replayed what, and what it had failed with.
+CREATE TABLE job_replays (
+    id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id          text NOT NULL,
+    actor           text NOT NULL,
+    reason          text,
+    previous_error  text,
+    previous_class  text,
+    attempts        integer NOT NULL,
+    at              timestamptz NOT NULL DEFAULT clock_timestamp()
 );

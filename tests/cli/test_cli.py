@@ -161,13 +161,15 @@ class TestPurchase:
         assert "op-1" in err
         assert before == database(stocked)
 
-    def test_sold_out_exits_3(self, stocked):
-        """No free seat: a clear error, exit 3."""
+    def test_sold_out_exits_3_and_changes_nothing(self, stocked):
+        """No free seat: a clear error, exit 3, nothing written."""
         start(stocked, "op-1", "s1")
         start(stocked, "op-2", "s2")
+        before = database(stocked)
         code, _, err = start(stocked, "op-3", "s3")
         assert 3 == code
         assert "sold out" in err
+        assert before == database(stocked)
 
     def test_show_has_history_and_list_filters_by_state(self, stocked):
         """show gives the history; list --state filters."""
@@ -254,6 +256,26 @@ REJECTED = [
     (("purchase", "list", "--state", "paid"), "--state"),
     (("intensive", "add", "x", "--seats", "many", "--price", "10", "--currency", "EUR"), "--seats"),
     (("diagram", "--kind", "nope"), "--kind"),
+    (("intensive", "add", "js2\n", "--seats", "3", "--price", "10", "--currency", "EUR"), "ID"),
+    (("intensive", "add", "x", "--seats", "3_0", "--price", "10", "--currency", "EUR"), "--seats"),
+    (
+        ("intensive", "add", "x", "--seats", "\u0663", "--price", "10", "--currency", "EUR"),
+        "--seats",
+    ),
+    (
+        ("intensive", "add", "x", "--seats", "3", "--price", "\u0664\u0669", "--currency", "EUR"),
+        "--price",
+    ),
+    (
+        ("intensive", "add", "x", "--seats", "3", "--price", "10", "--currency", "EUR\n"),
+        "--currency",
+    ),
+    (
+        ("purchase", "start", "--operation-id", "op", "--intensive", "js-101", "--student", "s1\n"),
+        "--student",
+    ),
+    (("purchase", "show", "a\x00b"), "ID"),
+    (("purchase", "cancel", "a\x00b", "--reason", "r"), "ID"),
 ]
 
 
@@ -335,6 +357,39 @@ def test_database_url_from_the_environment(tmp_path):
     )
     assert (0, "[]") == (done.returncode, done.stdout.strip())
     assert Path(tmp_path / "env.db").exists()
+    assert not (tmp_path / "saga.db").exists()
+
+
+def test_rejected_command_does_not_create_the_database(tmp_path, capsys):
+    """Bad input is refused before anything touches the database: no file appears."""
+    url = f"sqlite:///{tmp_path}/fresh.db"
+    code = main(
+        ["intensive", "add", "x", "--seats", "-3", "--price", "1", "--currency", "EUR", "--db", url]
+    )
+    assert 2 == code
+    assert not (tmp_path / "fresh.db").exists()
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "",
+        "sqlite://",
+        "sqlite:///",
+        "sqlite:///:memory:",
+        "sqlite:///x.db?mode=ro",
+        "postgresql://postgres@[::1",
+        "mysql://root@localhost/db",
+        "not a url",
+    ],
+)
+def test_bad_database_urls_exit_2_naming_db(url, capsys, tmp_path, monkeypatch):
+    """A database URL that cannot work is bad input on --db, not a crash or a silent no-op."""
+    monkeypatch.chdir(tmp_path)
+    code = main(["intensive", "list", "--db", url])
+    err = capsys.readouterr().err
+    assert 2 == code
+    assert "--db" in err
     assert not (tmp_path / "saga.db").exists()
 
 

@@ -260,6 +260,32 @@ class TestTransitions:
         )
         assert (0, 0, 2) == seats(engine)
 
+    def test_refund_item_cannot_be_resolved_as_paid(self, engine, intensive):
+        """An unknown refund is about money going back: confirming it is refused."""
+        purchase = start(engine, "op-1", "s1").purchase
+        engine.sagas.fire(purchase.id, "payment_succeeded", payload=PAID, actor="test")
+        engine.purchases.cancel(purchase.id, reason="student asked")
+        engine.sagas.fire(purchase.id, "refund_outcome_unknown", actor="worker")
+        before = dump(engine)
+        for event in ("resolve_paid", "resolve_not_paid"):
+            with pytest.raises(TransitionNotAllowed):
+                engine.sagas.fire(purchase.id, event, actor="operator:ann")
+        assert before == dump(engine)
+        fired = engine.sagas.fire(purchase.id, "resolve_refunded", actor="operator:ann")
+        assert "refunded" == fired.saga.state
+
+    def test_payment_item_cannot_be_resolved_as_refunded(self, engine, intensive):
+        """An unknown payment never took a refund: resolving it as refunded is refused."""
+        purchase = start(engine, "op-1", "s1").purchase
+        engine.sagas.fire(purchase.id, "payment_outcome_unknown", actor="worker")
+        with pytest.raises(TransitionNotAllowed):
+            engine.sagas.fire(purchase.id, "resolve_refunded", actor="operator:ann")
+        assert (
+            "cancelled"
+            == engine.sagas.fire(purchase.id, "resolve_not_paid", actor="operator:ann").saga.state
+        )
+        assert (0, 0, 2) == seats(engine)
+
     def test_cancel_after_confirmation_frees_the_seat_for_someone_else(self, engine, intensive):
         """Cancelling a confirmed purchase starts a refund and frees its seat."""
         first = start(engine, "op-1", "s1").purchase

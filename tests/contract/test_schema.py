@@ -103,5 +103,5 @@ def test_sqlite_creates_its_schema_on_first_use(sqlite_url):
 
 def test_postgres_needs_an_explicit_upgrade(postgres_url):
     """A shared PostgreSQL schema is never migrated behind the operators' back."""
-    with pytest.raises(SchemaOutOfDate, match="saga db upgrade"):
-        Engine(postgres_url)
+    with Engine(postgres_url) as engine, pytest.raises(SchemaOutOfDate, match="saga db upgrade"):
+        engine.catalogue.list()

@@ -93,3 +93,13 @@ def test_racing_one_operation_id_with_two_payloads_keeps_one(engine, db_url):
     assert PROCESSES // 2 == len(losers)
     assert {"IdempotencyConflict"} == set(losers)
     assert 1 == scalar(engine, "SELECT count(*) FROM sagas")
+
+
+@pytest.mark.slow
+def test_one_student_racing_with_many_operation_ids_holds_one_seat(engine, db_url):
+    """One student, 16 different operation ids at once: one seat, the rest refused."""
+    engine.catalogue.add("hot", seats=30, price="10.00", currency="EUR")
+    outcomes = race(db_url, [(f"op-{n}", "student-1", "pm_ok") for n in range(16)])
+    kinds = Counter(kind if kind == "ok" else detail for kind, detail in outcomes)
+    assert {"ok": 1, "DuplicatePurchase": 15} == dict(kinds)
+    assert 1 == engine.catalogue.get("hot").held

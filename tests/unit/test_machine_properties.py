@@ -1,6 +1,7 @@
 """
 Property tests on the purchase machine: random event sequences, with
-duplicates and reorders, through the pure decide() function.
+duplicates and reorders, through the pure decide() function.  The same
+sequences against the real store are in tests/contract/test_store_model.py.
 """
 
 from __future__ import annotations
@@ -55,19 +56,6 @@ def run(sequence):
 
 
 @given(sequences())
-def test_only_declared_transitions_happen(sequence):
-    """Every state change is a declared transition from that state for that event."""
-    for before, _, event, transition, _, after, _ in run(sequence):
-        if transition is None:
-            assert before == after
-            continue
-        assert transition in PURCHASE.transitions
-        assert event == transition.event
-        assert before in transition.source
-        assert after == transition.target
-
-
-@given(sequences())
 def test_terminal_states_absorb_all_but_compensations(sequence):
     """From a terminal state, the only way out is a declared compensation."""
     for before, _, _, transition, error, after, _ in run(sequence):
@@ -77,17 +65,6 @@ def test_terminal_states_absorb_all_but_compensations(sequence):
                 assert error is None or "unknown" in str(error)
             else:
                 assert transition.compensation
-
-
-@given(sequences())
-def test_seat_follows_the_state(sequence):
-    """The seat is what the state declares; needs_reconciliation keeps what it had."""
-    for _, before_seat, _, transition, _, after, seat in run(sequence):
-        declared = PURCHASE.state(after).meta["seat"]
-        if declared is not None:
-            assert declared == seat
-        elif transition is not None:
-            assert before_seat == seat
 
 
 @given(sequences())

@@ -15,11 +15,11 @@ SELECT id, capacity, price_minor, currency, held, taken, created_at
 FROM intensives WHERE id = :id;
 
 -- name: list_intensives
--- Intensives in id order, after a cursor.
+-- Intensives in byte order of their ids (as on SQLite), after a cursor.
 SELECT id, capacity, price_minor, currency, held, taken, created_at
 FROM intensives
-WHERE id > :after
-ORDER BY id
+WHERE id > :after COLLATE "C"
+ORDER BY id COLLATE "C"
 LIMIT :limit;
 
 -- name: move_seats

@@ -34,7 +34,7 @@ JOIN sagas s ON s.id = p.saga_id
 LEFT JOIN saga_operations o ON o.saga_id = s.id
 WHERE (CAST(:state AS text) IS NULL OR s.state = :state)
   AND (CAST(:intensive_id AS text) IS NULL OR p.intensive_id = :intensive_id)
-ORDER BY s.created_at DESC, s.id DESC
+ORDER BY s.created_at DESC, s.id COLLATE "C" DESC
 LIMIT :limit;
 
 -- name: seat_ledger
