@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import os
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
 from saga import _migrate, _purchases
 from saga._catalogue import Catalogue
 from saga._db import DEFAULT_URL, Database
 from saga._purchases import Purchases
 from saga._sagas import Registry, Sagas
+
+if TYPE_CHECKING:
+    from saga._handlers import JobKind
 
 URL_ENV: Final = "SAGA_DATABASE_URL"
 
@@ -59,6 +62,10 @@ class Engine:
 
     def __repr__(self) -> str:
         return f"<Engine {self.db!r}>"
+
+    def step_kinds(self) -> list[JobKind]:
+        """The job kinds that run the actions of the registered sagas."""
+        return [kind for saga_type in self.registry for kind in saga_type.step_kinds(self)]
 
     def upgrade(self) -> _migrate.UpgradeResult:
         """Create or migrate the schema (idempotent)."""

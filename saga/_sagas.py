@@ -9,6 +9,7 @@ moves seat counters there).  Either all of it commits or none of it does.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -21,9 +22,11 @@ from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, Version
 from state_machine import PREVIOUS_STATE
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Iterator, Sequence
 
     from saga._db import Database, Tx
+    from saga._engine import Engine
+    from saga._handlers import JobKind
     from state_machine import Machine, State, Transition
 
 
@@ -39,13 +42,32 @@ class SagaHook(Protocol):
         """Called after the compare-and-set moved the saga from ``before`` to ``after``."""
 
 
+TimeoutPayload = Callable[[SagaRecord, str], Mapping[str, Any]]
+StepKinds = Callable[["Engine"], "Sequence[JobKind]"]
+
+
+def _no_payload(saga: SagaRecord, event: str) -> Mapping[str, Any]:
+    del saga, event
+    return {}
+
+
 @dataclass(frozen=True, slots=True)
 class SagaType:
-    """A machine registered with the runtime, with its hooks and job settings."""
+    """A machine registered with the runtime, with its hooks and job settings.
+
+    ``timeout_payload(saga, event)`` builds the payload of a timeout event;
+    it runs outside any transaction, so it may ask the outside world first.
+    """
 
     machine: Machine
     hooks: tuple[SagaHook, ...] = ()
     max_attempts: int = 3
+    timeout_payload: TimeoutPayload = _no_payload
+    steps: StepKinds | None = None
+
+    def step_kinds(self, engine: Engine) -> Sequence[JobKind]:
+        """The job kinds running this saga's actions (none if it declares no steps)."""
+        return () if self.steps is None else self.steps(engine)
 
     @property
     def queue(self) -> str:
@@ -60,14 +82,26 @@ class Registry:
         self._types: dict[tuple[str, int], SagaType] = {}
 
     def register(
-        self, machine: Machine, *, hooks: Sequence[SagaHook] = (), max_attempts: int = 3
+        self,
+        machine: Machine,
+        *,
+        hooks: Sequence[SagaHook] = (),
+        max_attempts: int = 3,
+        timeout_payload: TimeoutPayload = _no_payload,
+        steps: StepKinds | None = None,
     ) -> SagaType:
         """Register ``machine``; registering the same name and version twice is an error."""
         key = (machine.name, machine.version)
         if key in self._types:
             msg = f"saga {machine.name!r} version {machine.version} is already registered"
             raise ValueError(msg)
-        saga_type = SagaType(machine=machine, hooks=tuple(hooks), max_attempts=max_attempts)
+        saga_type = SagaType(
+            machine=machine,
+            hooks=tuple(hooks),
+            max_attempts=max_attempts,
+            timeout_payload=timeout_payload,
+            steps=steps,
+        )
         self._types[key] = saga_type
         return saga_type
 
@@ -82,6 +116,9 @@ class Registry:
             return self._types[(kind, version)]
         except KeyError:
             raise NotFound(kind="saga definition", key=f"{kind} v{version}") from None
+
+    def __iter__(self) -> Iterator[SagaType]:
+        return iter(self._types.values())
 
     @property
     def kinds(self) -> tuple[str, ...]:

@@ -1,0 +1,155 @@
+"""Job kinds: what a worker runs for each kind of job, and how failures are treated."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
+
+from saga._backoff import Backoff
+from saga.exceptions import ConflictError, InvalidInput, NotFound
+from steps.errors import ErrorClass, StepError
+
+if TYPE_CHECKING:
+    from saga._db import Tx
+    from saga._engine import Engine
+    from saga._queue import Job
+
+T = TypeVar("T")
+
+# Errors that retrying cannot fix: bad data, a missing row, a refused transition.
+_PERMANENT: Final = (InvalidInput, NotFound, ConflictError, ValueError, TypeError, KeyError)
+
+
+def classify_error(exc: BaseException) -> ErrorClass:
+    """The default classification of what a handler raised.
+
+    A :class:`~steps.errors.StepError` says what it is; data errors and
+    refused transitions are permanent; anything else (a dropped connection, a
+    timeout before sending) is transient and retried with backoff.
+    """
+    if isinstance(exc, StepError):
+        return exc.error_class
+    if isinstance(exc, _PERMANENT):
+        return "permanent"
+    return "transient"
+
+
+@dataclass(frozen=True, slots=True)
+class Apply(Generic[T]):
+    """A handler's request to finish inside the completion transaction.
+
+    The worker locks the job, checks its lease, runs ``apply(tx)`` and marks
+    the job done in one transaction: a database effect (a saga transition)
+    is committed together with the completion, or not at all, and never by
+    a worker that lost its lease.
+    """
+
+    apply: Callable[[Tx], T]
+
+
+Handler = Callable[["Job"], Any]
+UnknownHandler = Callable[["Tx", "Job", StepError], Any]
+
+
+@dataclass(frozen=True, slots=True)
+class JobKind:
+    """One kind of job and its contract.
+
+    Args:
+        name: the ``kind`` stored on each job.
+        handler: runs one job; returns a JSON-able result, or :class:`Apply`.
+        queue: the queue its jobs go to (for ``saga stats`` and ``--queue``).
+        max_attempts: attempts before a transient failure becomes a dead letter.
+        backoff: delay between attempts (exponential, full jitter, capped).
+        classify: maps an exception to ``transient``, ``permanent`` or ``unknown``.
+        on_unknown: called in the completion transaction when the outcome is
+            unknown (the saga opens a reconciliation item); without it the job
+            becomes a dead letter of class ``unknown``, never a blind retry.
+
+    """
+
+    name: str
+    handler: Handler
+    queue: str = "default"
+    max_attempts: int = 3
+    backoff: Backoff = field(default_factory=Backoff)
+    classify: Callable[[BaseException], ErrorClass] = classify_error
+    on_unknown: UnknownHandler | None = None
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            msg = f"max_attempts of {self.name!r} must be at least 1"
+            raise ValueError(msg)
+
+
+class Handlers:
+    """The job kinds a worker can run, by name."""
+
+    def __init__(self, kinds: Iterable[JobKind] = ()) -> None:
+        self._kinds: dict[str, JobKind] = {}
+        for kind in kinds:
+            self.add(kind)
+
+    def add(self, kind: JobKind) -> JobKind:
+        """Register ``kind``; a name registered twice is an error."""
+        if kind.name in self._kinds:
+            msg = f"job kind {kind.name!r} is already registered"
+            raise ValueError(msg)
+        self._kinds[kind.name] = kind
+        return kind
+
+    def __getitem__(self, name: str) -> JobKind:
+        return self._kinds[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._kinds
+
+    def __iter__(self) -> Iterator[JobKind]:
+        return iter(self._kinds.values())
+
+    def __len__(self) -> int:
+        return len(self._kinds)
+
+    def names(self, queues: Iterable[str] | None = None) -> list[str]:
+        """The kind names, optionally only those of ``queues``."""
+        wanted = None if queues is None else set(queues)
+        return sorted(k.name for k in self._kinds.values() if wanted is None or k.queue in wanted)
+
+    def merged(self, other: Handlers) -> Handlers:
+        """A new registry with the kinds of both (names must not collide)."""
+        return Handlers([*self, *other])
+
+
+HandlersFactory = Callable[["Engine"], Handlers]
+
+
+def load_factory(spec: str) -> HandlersFactory:
+    """Import the handlers factory ``MODULE:NAME``.
+
+    It is a function taking the :class:`~saga.Engine` and returning
+    :class:`Handlers`: how ``saga worker --app`` finds your job kinds.
+    """
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise InvalidInput(field="app", problem=f"expected MODULE:NAME, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidInput(field="app", problem=f"cannot import {module_name!r}: {exc}") from exc
+    factory = getattr(module, attribute, None)
+    if not callable(factory):
+        raise InvalidInput(field="app", problem=f"{spec!r} is not a callable returning Handlers")
+    return factory  # type: ignore[no-any-return]
+
+
+def error_text(exc: BaseException) -> str:
+    """``ClassName: message``, as stored in ``last_error``."""
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def evidence_of(exc: BaseException) -> Mapping[str, Any]:
+    """What a failed effect reported, for reconciliation evidence."""
+    return dict(exc.evidence) if isinstance(exc, StepError) else {}
