@@ -114,8 +114,10 @@ def _postgres_catalog(conn: sa.Connection) -> dict[str, Any]:
 def expire_lease(engine: Engine, job_id: str) -> None:
     """Move a job's lease a day into the past: the database clock says it expired."""
     if engine.db.dialect == "sqlite":
-        sql = ("UPDATE jobs SET lease_until = strftime('%Y-%m-%dT%H:%M:%fZ', "
-               "julianday(lease_until) - 1.0) WHERE id = :id")
+        sql = (
+            "UPDATE jobs SET lease_until = strftime('%Y-%m-%dT%H:%M:%fZ', "
+            "julianday(lease_until) - 1.0) WHERE id = :id"
+        )
     else:
         sql = "UPDATE jobs SET lease_until = lease_until - interval '1 day' WHERE id = :id"
     execute(engine, sql, id=job_id)
@@ -124,8 +126,10 @@ def expire_lease(engine: Engine, job_id: str) -> None:
 def make_due(engine: Engine, job_id: str) -> None:
     """Make a pending job due now, as if its delay had passed."""
     if engine.db.dialect == "sqlite":
-        sql = ("UPDATE jobs SET available_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
-               "julianday(available_at) - 1.0) WHERE id = :id")
+        sql = (
+            "UPDATE jobs SET available_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
+            "julianday(available_at) - 1.0) WHERE id = :id"
+        )
     else:
         sql = "UPDATE jobs SET available_at = available_at - interval '1 day' WHERE id = :id"
     execute(engine, sql, id=job_id)

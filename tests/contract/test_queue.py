@@ -49,8 +49,11 @@ class TestAcceptance:
         """The kind is part of what a job is."""
         queue.enqueue(export("JavaScript"))
         with pytest.raises(JobConflict):
-            queue.enqueue(NewJob(id="export-1", queue="exports", kind="noop",
-                                 payload={"course": "JavaScript"}))
+            queue.enqueue(
+                NewJob(
+                    id="export-1", queue="exports", kind="noop", payload={"course": "JavaScript"}
+                )
+            )
 
     def test_acceptance_reports_the_current_state(self, queue):
         """A repeated acceptance returns the job as it is now, not as it was."""
@@ -79,9 +82,17 @@ class TestClaim:
     def test_claim_takes_a_lease_from_the_database_clock(self, engine, queue):
         """running, attempt 1, a fresh token, lease_until = database now + lease."""
         queue.enqueue(export("JavaScript"))
-        now = as_utc(scalar(engine, "SELECT " + ("strftime('%Y-%m-%dT%H:%M:%fZ','now')"
-                                                  if engine.db.dialect == "sqlite"
-                                                  else "clock_timestamp()")))
+        now = as_utc(
+            scalar(
+                engine,
+                "SELECT "
+                + (
+                    "strftime('%Y-%m-%dT%H:%M:%fZ','now')"
+                    if engine.db.dialect == "sqlite"
+                    else "clock_timestamp()"
+                ),
+            )
+        )
         job = claim_one(queue, lease_seconds=30)
         assert (1, {"course": "JavaScript"}) == (job.attempt, job.payload)
         assert timedelta(seconds=29) < job.lease_until - now < timedelta(seconds=31)
@@ -275,8 +286,9 @@ class TestDeadLetters:
         info = queue.get("d1")
         assert ("pending", 0) == (info.state, info.attempts)
         audit = rows(engine, "SELECT job_id, actor, reason, previous_error FROM job_replays")
-        assert [{"job_id": "d1", "actor": "ann", "reason": "bug fixed",
-                 "previous_error": "boom"}] == audit
+        assert [
+            {"job_id": "d1", "actor": "ann", "reason": "bug fixed", "previous_error": "boom"}
+        ] == audit
 
     def test_replaying_resolved_work_is_a_no_op(self, engine, queue, dead):
         """Replaying a job that is no longer a dead letter changes nothing."""
@@ -304,8 +316,9 @@ class TestDeadLetters:
     def test_replay_stops_when_asked(self, dead):
         """A stop request between jobs ends the replay; what was done stays done."""
         calls = []
-        report = dead.replay(Filter(), actor="ann", should_stop=lambda: len(calls) >= 1,
-                             progress=calls.append)
+        report = dead.replay(
+            Filter(), actor="ann", should_stop=lambda: len(calls) >= 1, progress=calls.append
+        )
         assert (1, True) == (len(report.replayed), report.stopped)
         assert 2 == len(dead.find())
 
@@ -320,6 +333,13 @@ def test_stats_count_pending_running_expired_failed_and_done(engine, queue):
     queue.fail(jobs[1], error="boom", error_class="permanent")
     expire_lease(engine, jobs[2].id)
     figures = collect(engine.db)["queues"]["q"]
-    assert {"pending": 2, "due": 1, "running": 1, "expired_leases": 1, "failed": 1,
-            "failed_by_reason": {"permanent": 1}, "done": 1}.items() <= figures.items()
+    assert {
+        "pending": 2,
+        "due": 1,
+        "running": 1,
+        "expired_leases": 1,
+        "failed": 1,
+        "failed_by_reason": {"permanent": 1},
+        "done": 1,
+    }.items() <= figures.items()
     assert figures["oldest_pending_age_s"] >= 0

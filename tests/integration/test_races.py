@@ -6,23 +6,23 @@ fires at once.
 
 from __future__ import annotations
 
-import multiprocessing
 from collections import Counter
 
 import pytest
 
 from tests.helpers import scalar
+from tests.parallel import race
 
 PROCESSES = 24
 
 
-def _buy(url, barrier, results, operation_id, student_id, payment_method):
-    """Child process: one purchase attempt; reports the saga id or the error class."""
+def buy(url, operation_id, student_id, payment_method, *, prepare=False, prepared=None):
+    """One purchase attempt in a child process: the saga id, or the error class."""
     from saga import Engine
 
+    if prepare:
+        return None
     with Engine(url) as engine:
-        engine.catalogue.get("hot")  # warm the pool before the start line
-        barrier.wait(timeout=60)
         try:
             result = engine.purchases.start(
                 operation_id=operation_id,
@@ -31,36 +31,15 @@ def _buy(url, barrier, results, operation_id, student_id, payment_method):
                 payment_method=payment_method,
             )
         except Exception as exc:  # noqa: BLE001 - reported to the parent
-            results.put(("error", type(exc).__name__))
-        else:
-            results.put(("ok", result.purchase.id))
-
-
-def race(url, attempts):
-    """Run one process per (operation_id, student_id, payment_method); collect outcomes."""
-    # forkserver: children fork from a clean server that already imported the
-    # engine, so they start fast and inherit none of this process's sockets.
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["saga", "tests.integration.test_races"])
-    barrier = ctx.Barrier(len(attempts))
-    results = ctx.Queue()
-    processes = [
-        ctx.Process(target=_buy, args=(url, barrier, results, *attempt)) for attempt in attempts
-    ]
-    for process in processes:
-        process.start()
-    outcomes = [results.get(timeout=120) for _ in processes]
-    for process in processes:
-        process.join(timeout=60)
-        assert 0 == process.exitcode
-    return outcomes
+            return ("error", type(exc).__name__)
+        return ("ok", result.purchase.id)
 
 
 @pytest.mark.slow
 def test_racing_for_the_last_seats_sells_exactly_capacity(engine, db_url):
     """24 buyers, 5 seats: exactly 5 purchases, 19 sold out, counters exact."""
     engine.catalogue.add("hot", seats=5, price="10.00", currency="EUR")
-    outcomes = race(db_url, [(f"op-{n}", f"student-{n}", "pm_ok") for n in range(PROCESSES)])
+    outcomes = race(buy, [(db_url, f"op-{n}", f"student-{n}", "pm_ok") for n in range(PROCESSES)])
     kinds = Counter(kind if kind == "ok" else detail for kind, detail in outcomes)
     assert {"ok": 5, "SoldOut": PROCESSES - 5} == dict(kinds)
     intensive = engine.catalogue.get("hot")
@@ -73,7 +52,7 @@ def test_racing_for_the_last_seats_sells_exactly_capacity(engine, db_url):
 def test_racing_one_operation_id_creates_one_saga(engine, db_url):
     """24 copies of one request: one saga, and every caller gets its id."""
     engine.catalogue.add("hot", seats=30, price="10.00", currency="EUR")
-    outcomes = race(db_url, [("op-same", "student-1", "pm_ok")] * PROCESSES)
+    outcomes = race(buy, [(db_url, "op-same", "student-1", "pm_ok")] * PROCESSES)
     assert {"ok"} == {kind for kind, _ in outcomes}
     assert 1 == len({saga_id for _, saga_id in outcomes})
     assert 1 == scalar(engine, "SELECT count(*) FROM sagas")
@@ -85,8 +64,11 @@ def test_racing_one_operation_id_creates_one_saga(engine, db_url):
 def test_racing_one_operation_id_with_two_payloads_keeps_one(engine, db_url):
     """Half the callers reuse the id for another request: one saga; the losers conflict."""
     engine.catalogue.add("hot", seats=30, price="10.00", currency="EUR")
-    attempts = [("op-same", "student-1", "pm_ok"), ("op-same", "student-1", "pm_declined")]
-    outcomes = race(db_url, attempts * (PROCESSES // 2))
+    calls = [
+        (db_url, "op-same", "student-1", "pm_ok"),
+        (db_url, "op-same", "student-1", "pm_declined"),
+    ] * (PROCESSES // 2)
+    outcomes = race(buy, calls)
     winners = {saga_id for kind, saga_id in outcomes if kind == "ok"}
     losers = [detail for kind, detail in outcomes if kind == "error"]
     assert 1 == len(winners)
@@ -99,7 +81,7 @@ def test_racing_one_operation_id_with_two_payloads_keeps_one(engine, db_url):
 def test_one_student_racing_with_many_operation_ids_holds_one_seat(engine, db_url):
     """One student, 16 different operation ids at once: one seat, the rest refused."""
     engine.catalogue.add("hot", seats=30, price="10.00", currency="EUR")
-    outcomes = race(db_url, [(f"op-{n}", "student-1", "pm_ok") for n in range(16)])
+    outcomes = race(buy, [(db_url, f"op-{n}", "student-1", "pm_ok") for n in range(16)])
     kinds = Counter(kind if kind == "ok" else detail for kind, detail in outcomes)
     assert {"ok": 1, "DuplicatePurchase": 15} == dict(kinds)
     assert 1 == engine.catalogue.get("hot").held

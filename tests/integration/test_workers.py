@@ -1,0 +1,185 @@
+"""
+Worker processes for real: 32 claimers at once, a worker frozen past its
+lease (SIGSTOP), a job that kills its worker, graceful stop, and wake-up by
+LISTEN/NOTIFY.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from saga import Engine, NewJob
+from saga._queue import Queue
+from tests.helpers import rows, scalar
+from tests.parallel import race
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def claim(url, *, prepare=False, prepared=None):
+    """One claim attempt in a child process: the jobs it got (id, attempt)."""
+    if prepare:
+        return None
+    with Engine(url) as engine:
+        jobs = Queue(engine.db).claim(["test.noop"], batch=1, lease_seconds=30)
+        return [(job.id, job.attempt, job.token) for job in jobs]
+
+
+@pytest.mark.slow
+def test_32_processes_claiming_one_job_give_it_one_owner(engine, db_url):
+    """Exactly one claimer gets the job, with one attempt counted."""
+    Queue(engine.db).enqueue(NewJob(id="only", queue="test", kind="test.noop"))
+    outcomes = race(claim, [(db_url,)] * 32)
+    owners = [jobs for jobs in outcomes if jobs]
+    assert 1 == len(owners)
+    assert ("only", 1) == owners[0][0][:2]
+    assert [{"state": "running", "attempts": 1, "lease_token": owners[0][0][2]}] == rows(
+        engine, "SELECT state, attempts, lease_token FROM jobs"
+    )
+
+
+def worker(url, *extra, burst=False):
+    command = [
+        sys.executable,
+        "-m",
+        "saga",
+        "worker",
+        "--db",
+        url,
+        "--app",
+        "tests.queue_app:handlers",
+        "--log-level",
+        "info",
+        "--poll-interval",
+        "0.2",
+        *extra,
+    ]
+    if burst:
+        command.append("--burst")
+    return subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def wait_until(predicate, timeout=60.0, interval=0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")
+
+
+def stop(process):
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    return process.returncode, out, err
+
+
+@pytest.mark.slow
+def test_frozen_worker_cannot_complete_after_losing_its_lease(engine, db_url, tmp_path):
+    """SIGSTOP past the lease: another worker takes over and completes; the old one is refused."""
+    Queue(engine.db).enqueue(
+        NewJob(id="frozen", queue="test", kind="test.wait", payload={"folder": str(tmp_path)})
+    )
+    first = worker(db_url, "--lease-seconds", "1")
+    try:
+        marker = wait_until(lambda: next(tmp_path.glob("started.*.1"), None))
+        frozen_pid = int(marker.name.split(".")[1])
+        os.kill(frozen_pid, signal.SIGSTOP)
+        time.sleep(2.5)  # the lease (1 s) expires: the heartbeat is frozen too
+        (tmp_path / "go").touch()
+        second = worker(db_url, "--lease-seconds", "5", burst=True)
+        _, second_err = second.communicate(timeout=60)
+        assert 0 == second.returncode, second_err
+        taker = next(tmp_path.glob("started.*.2"))
+        taker_pid = int(taker.name.split(".")[1])
+        assert taker_pid != frozen_pid
+        assert "done" == Queue(engine.db).get("frozen").state
+        os.kill(frozen_pid, signal.SIGCONT)
+        time.sleep(1.5)  # the old worker resumes, its handler returns, completion is fenced
+    finally:
+        code, _, err = stop(first)
+    assert 0 == code, err
+    assert "lease_lost" in err
+    assert {"pid": taker_pid} == Queue(engine.db).result("frozen")
+    assert 1 == scalar(engine, "SELECT count(*) FROM job_results")
+
+
+@pytest.mark.slow
+def test_poison_job_is_dead_lettered_while_other_jobs_flow(engine, db_url):
+    """A job that kills its worker every time: attempts capped, dead-lettered, the rest done."""
+    queue = Queue(engine.db)
+    queue.enqueue(NewJob(id="poison", queue="test", kind="test.poison", max_attempts=3))
+    for n in range(20):
+        queue.enqueue(NewJob(id=f"ok-{n}", queue="test", kind="test.noop"))
+    process = worker(db_url, "--concurrency", "2", "--lease-seconds", "1", "--batch", "5")
+    try:
+        wait_until(
+            lambda: (
+                scalar(engine, "SELECT count(*) FROM job_archive") == 20
+                and queue.get("poison").state == "failed"
+            ),
+            timeout=90,
+        )
+    finally:
+        code, _, err = stop(process)
+    assert 0 == code, err
+    poison = queue.get("poison")
+    assert ("failed", "crashed", 3) == (poison.state, poison.error_class, poison.attempts)
+    assert "worker_process_died" in err
+
+
+@pytest.mark.slow
+def test_sigterm_lets_the_running_job_finish(engine, db_url, tmp_path):
+    """SIGTERM: the job in hand completes, then the workers exit 0."""
+    Queue(engine.db).enqueue(
+        NewJob(id="slow", queue="test", kind="test.wait", payload={"folder": str(tmp_path)})
+    )
+    process = worker(db_url)
+    wait_until(lambda: next(tmp_path.glob("started.*"), None))
+    process.send_signal(signal.SIGTERM)
+    time.sleep(0.5)
+    (tmp_path / "go").touch()
+    out, err = process.communicate(timeout=60)
+    assert 0 == process.returncode, err
+    assert "done" == Queue(engine.db).get("slow").state
+    assert "1 done" in out
+
+
+@pytest.mark.slow
+def test_postgres_workers_wake_on_notify(engine, postgres_url):
+    """With a 60 s poll interval, a new job is still picked up at once: LISTEN/NOTIFY."""
+    with Engine(postgres_url, check_schema=False) as setup:
+        setup.upgrade()
+    command = [
+        sys.executable,
+        "-m",
+        "saga",
+        "worker",
+        "--db",
+        postgres_url,
+        "--app",
+        "tests.queue_app:handlers",
+        "--poll-interval",
+        "60",
+    ]
+    process = subprocess.Popen(
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        with Engine(postgres_url) as pg:
+            time.sleep(3)  # the worker is up and listening
+            Queue(pg.db).enqueue(NewJob(id="wake", queue="test", kind="test.noop"))
+            wait_until(lambda: Queue(pg.db).get("wake").state == "done", timeout=20)
+    finally:
+        code, _, err = stop(process)
+    assert 0 == code, err
