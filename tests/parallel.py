@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import multiprocessing
 import traceback
-from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
 
 _CONTEXT = multiprocessing.get_context("forkserver")
 # Children fork from a clean server that already imported the engine: they
