@@ -259,7 +259,13 @@ class Queue:
         return self.db.transaction(work)
 
     def retry(self, job: Job, *, delay: float, error: str, error_class: str) -> bool:
-        """Give the job back for attempt ``job.attempt + 1`` after ``delay`` seconds (fenced)."""
+        """Give the job back for attempt ``job.attempt + 1`` after ``delay`` seconds (fenced).
+
+        A job on its last attempt cannot be retried: :meth:`fail` it instead.
+        """
+        if job.last_attempt:
+            msg = f"job {job.id} is on its last attempt ({job.attempt}/{job.max_attempts})"
+            raise ValueError(msg)
         row = self.db.transaction(
             lambda tx: tx.one(
                 "retry_job",
