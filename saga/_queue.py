@@ -10,6 +10,7 @@ moves the job to ``job_archive`` with its result in the same transaction.
 
 from __future__ import annotations
 
+import functools
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -18,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 import structlog
 
 from saga._codec import as_utc, iso, load_json, maybe_utc
-from saga._jobs import NewJob, enqueue_in
+from saga._jobs import NewJob, enqueue_in, enqueue_many_in
 from saga.exceptions import NotFound
 
 if TYPE_CHECKING:
@@ -166,6 +167,18 @@ class Queue:
             return Accepted(job=get_job_in(tx, job.id), created=created)
 
         return self.db.transaction(work)
+
+    def enqueue_many(self, jobs: Sequence[NewJob], *, chunk: int = 1000) -> list[bool]:
+        """Accept many jobs, ``chunk`` per transaction; per job, whether it is new.
+
+        Each chunk is all-or-nothing: a conflicting id in it raises
+        :class:`~saga.exceptions.JobConflict` and accepts none of that chunk.
+        """
+        created: list[bool] = []
+        for start in range(0, len(jobs), chunk):
+            part = jobs[start : start + chunk]
+            created += self.db.transaction(functools.partial(enqueue_many_in, jobs=part))
+        return created
 
     def get(self, job_id: str) -> JobInfo:
         """One job, live or finished; :class:`NotFound` if the id is unknown."""

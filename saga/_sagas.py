@@ -395,8 +395,14 @@ def _deadline(state: State, data: Mapping[str, Any]) -> tuple[str | None, float 
 
 def _enter(tx: Tx, saga_type: SagaType, saga: SagaRecord, state: State) -> None:
     """Queue what entering ``state`` starts: its timer and its actions."""
-    if saga.deadline_event is not None:
-        enqueue_timer_in(tx, saga_id=saga.id, version=saga.version, event=saga.deadline_event)
+    if saga.deadline_event is not None and saga.deadline_at is not None:
+        enqueue_timer_in(
+            tx,
+            saga_id=saga.id,
+            version=saga.version,
+            event=saga.deadline_event,
+            due=saga.deadline_at,
+        )
     for action in state.actions:
         enqueue_in(
             tx,

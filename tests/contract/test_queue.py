@@ -72,6 +72,39 @@ class TestAcceptance:
         with pytest.raises(JobConflict):
             queue.enqueue(export("Markdown"))
 
+    def test_many_jobs_are_accepted_at_once(self, engine, queue):
+        """A batch acceptance inserts new ids and recognizes repeated ones."""
+        jobs = [NewJob(id=f"n{n}", queue="q", kind="noop", payload={"n": n}) for n in range(5)]
+        assert [True] * 5 == queue.enqueue_many(jobs, chunk=2)
+        again = [*jobs[:2], NewJob(id="n9", queue="q", kind="noop")]
+        assert [False, False, True] == queue.enqueue_many(again)
+        assert 6 == scalar(engine, "SELECT count(*) FROM jobs")
+        assert {"n": 3} == queue.get("n3").payload
+
+    def test_a_conflict_in_a_batch_accepts_none_of_it(self, engine, queue):
+        """A chunk is all-or-nothing: one reused id with other content refuses it all."""
+        queue.enqueue(NewJob(id="n1", queue="q", kind="noop", payload={"n": 1}))
+        before = dump(engine)
+        batch = [
+            NewJob(id="n0", queue="q", kind="noop"),
+            NewJob(id="n1", queue="q", kind="noop", payload={"n": "other"}),
+        ]
+        with pytest.raises(JobConflict):
+            queue.enqueue_many(batch)
+        assert before == dump(engine)
+
+    def test_a_repeated_id_within_a_batch_must_match(self, queue):
+        """The same id twice in one batch is one job if equal, a conflict if not."""
+        same = [NewJob(id="n0", queue="q", kind="noop")] * 2
+        assert [True, False] == queue.enqueue_many(same)
+        with pytest.raises(JobConflict):
+            queue.enqueue_many(
+                [
+                    NewJob(id="x", queue="q", kind="noop", payload={"a": 1}),
+                    NewJob(id="x", queue="q", kind="noop", payload={"a": 2}),
+                ]
+            )
+
     def test_unknown_job_is_not_found(self, queue):
         """Reading an id never accepted raises NotFound."""
         with pytest.raises(NotFound):

@@ -3,28 +3,25 @@
 -- are always bound (:name), never formatted into the text.  Lists of ids or
 -- of (id, token, result) items arrive as one bound JSON document.
 
--- name: enqueue_job
--- Queue a job due after a delay; nothing if the id exists.
+-- name: enqueue_jobs
+-- Queue jobs, each due at its available_at or after its delay; ids that exist
+-- already are left alone.  The ids that were inserted come back.
 INSERT INTO jobs (id, queue, kind, digest, saga_id, max_attempts, available_at)
-VALUES (
-    :id, :queue, :kind, :digest, :saga_id, :max_attempts,
-    clock_timestamp() + make_interval(secs => CAST(:delay_seconds AS double precision))
+SELECT i.id, i.queue, i.kind, i.digest, i.saga_id, i.max_attempts,
+       coalesce(i.available_at, clock_timestamp() + make_interval(secs => i.delay_seconds))
+FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(
+    id text, queue text, kind text, digest text, saga_id text, max_attempts integer,
+    delay_seconds double precision, available_at timestamptz
 )
+ORDER BY i.id
 ON CONFLICT (id) DO NOTHING
 RETURNING id;
 
--- name: enqueue_saga_timer
--- Queue the timer of a saga's current deadline, due at that deadline.
-INSERT INTO jobs (id, queue, kind, digest, saga_id, max_attempts, available_at)
-SELECT :id, :queue, :kind, :digest, s.id, :max_attempts, s.deadline_at
-FROM sagas s
-WHERE s.id = :saga_id AND s.deadline_at IS NOT NULL
-ON CONFLICT (id) DO NOTHING
-RETURNING id;
-
--- name: insert_job_payload
--- Store a job's payload beside it.
-INSERT INTO job_payloads (job_id, payload) VALUES (:job_id, CAST(:payload AS jsonb))
+-- name: insert_job_payloads
+-- Store new jobs' payloads beside them.
+INSERT INTO job_payloads (job_id, payload)
+SELECT i.id, i.payload
+FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, payload jsonb)
 ON CONFLICT (job_id) DO NOTHING;
 
 -- name: notify_jobs
@@ -43,19 +40,24 @@ UNION ALL
 SELECT id, queue, kind, state, attempts, created_at FROM job_archive WHERE saga_id = :saga_id
 ORDER BY created_at, id;
 
--- name: get_job_digest
--- The fingerprint of an accepted job, live or finished.
-SELECT id, kind, digest, state FROM jobs WHERE id = :id
+-- name: job_digests
+-- The fingerprints of accepted jobs, live or finished.
+SELECT id, kind, digest, state FROM jobs
+WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
 UNION ALL
-SELECT id, kind, digest, state FROM job_archive WHERE id = :id;
+SELECT id, kind, digest, state FROM job_archive
+WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)));
 
--- name: archived_digest
--- The fingerprint of a finished job, if the id finished before.
-SELECT id, kind, digest, state FROM job_archive WHERE id = :id;
+-- name: archived_digests
+-- The fingerprints of jobs that finished before, among these ids.
+SELECT id, kind, digest, state FROM job_archive
+WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)));
 
--- name: forget_new_job
--- Undo this transaction's own insert of a job whose id already finished.
-DELETE FROM jobs WHERE id = :id AND state = 'pending' AND attempts = 0;
+-- name: forget_new_jobs
+-- Undo this transaction's own inserts of jobs whose ids already finished.
+DELETE FROM jobs
+WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
+  AND state = 'pending' AND attempts = 0;
 
 -- name: get_job
 -- One job, live or finished, with its payload while it is live.

@@ -5,28 +5,30 @@
 -- Write transactions start with BEGIN IMMEDIATE: they hold the write lock from
 -- their first statement, so claims need no SKIP LOCKED and fences no FOR UPDATE.
 
--- name: enqueue_job
--- Queue a job due after a delay; nothing if the id exists.
+-- name: enqueue_jobs
+-- Queue jobs, each due at its available_at or after its delay; ids that exist
+-- already are left alone.  The ids that were inserted come back.
 INSERT INTO jobs (id, queue, kind, digest, saga_id, max_attempts, available_at)
-VALUES (
-    :id, :queue, :kind, :digest, :saga_id, :max_attempts,
-    strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :delay_seconds / 86400.0)
-)
+SELECT json_extract(i.value, '$.id'), json_extract(i.value, '$.queue'),
+       json_extract(i.value, '$.kind'), json_extract(i.value, '$.digest'),
+       json_extract(i.value, '$.saga_id'), json_extract(i.value, '$.max_attempts'),
+       coalesce(
+           strftime('%Y-%m-%dT%H:%M:%fZ', json_extract(i.value, '$.available_at')),
+           strftime('%Y-%m-%dT%H:%M:%fZ',
+                    julianday('now') + json_extract(i.value, '$.delay_seconds') / 86400.0)
+       )
+FROM json_each(:items) AS i
+WHERE true
+ORDER BY json_extract(i.value, '$.id')
 ON CONFLICT (id) DO NOTHING
 RETURNING id;
 
--- name: enqueue_saga_timer
--- Queue the timer of a saga's current deadline, due at that deadline.
-INSERT INTO jobs (id, queue, kind, digest, saga_id, max_attempts, available_at)
-SELECT :id, :queue, :kind, :digest, s.id, :max_attempts, s.deadline_at
-FROM sagas s
-WHERE s.id = :saga_id AND s.deadline_at IS NOT NULL
-ON CONFLICT (id) DO NOTHING
-RETURNING id;
-
--- name: insert_job_payload
--- Store a job's payload beside it.
-INSERT INTO job_payloads (job_id, payload) VALUES (:job_id, :payload)
+-- name: insert_job_payloads
+-- Store new jobs' payloads beside them.
+INSERT INTO job_payloads (job_id, payload)
+SELECT json_extract(i.value, '$.id'), json(json_extract(i.value, '$.payload'))
+FROM json_each(:items) AS i
+WHERE true
 ON CONFLICT (job_id) DO NOTHING;
 
 -- name: notify_jobs
@@ -45,19 +47,20 @@ UNION ALL
 SELECT id, queue, kind, state, attempts, created_at FROM job_archive WHERE saga_id = :saga_id
 ORDER BY created_at, id;
 
--- name: get_job_digest
--- The fingerprint of an accepted job, live or finished.
-SELECT id, kind, digest, state FROM jobs WHERE id = :id
+-- name: job_digests
+-- The fingerprints of accepted jobs, live or finished.
+SELECT id, kind, digest, state FROM jobs WHERE id IN (SELECT value FROM json_each(:ids))
 UNION ALL
-SELECT id, kind, digest, state FROM job_archive WHERE id = :id;
+SELECT id, kind, digest, state FROM job_archive WHERE id IN (SELECT value FROM json_each(:ids));
 
--- name: archived_digest
--- The fingerprint of a finished job, if the id finished before.
-SELECT id, kind, digest, state FROM job_archive WHERE id = :id;
+-- name: archived_digests
+-- The fingerprints of jobs that finished before, among these ids.
+SELECT id, kind, digest, state FROM job_archive WHERE id IN (SELECT value FROM json_each(:ids));
 
--- name: forget_new_job
--- Undo this transaction's own insert of a job whose id already finished.
-DELETE FROM jobs WHERE id = :id AND state = 'pending' AND attempts = 0;
+-- name: forget_new_jobs
+-- Undo this transaction's own inserts of jobs whose ids already finished.
+DELETE FROM jobs
+WHERE id IN (SELECT value FROM json_each(:ids)) AND state = 'pending' AND attempts = 0;
 
 -- name: get_job
 -- One job, live or finished, with its payload while it is live.
