@@ -106,3 +106,12 @@ def engine(db_url: str) -> Iterator[Engine]:
         setup.upgrade()
     with Engine(db_url) as eng:
         yield eng
+
+
+@pytest.fixture(autouse=True)
+def _fresh_logging():
+    """The CLI configures structlog for the process; give every test the defaults back."""
+    yield
+    import structlog
+
+    structlog.reset_defaults()
