@@ -148,7 +148,6 @@ class Worker:
         jobs = self.queue.claim(self.kinds, batch=self.batch, lease_seconds=self.lease_seconds)
         if jobs:
             self.report.claimed += len(jobs)
-            self._log.debug("jobs_claimed", count=len(jobs), token=jobs[0].token)
             self._process(jobs)
         return len(jobs)
 
@@ -206,7 +205,6 @@ class Worker:
     def _count_completion(self, job: Job, owned: bool) -> None:
         if owned:
             self.report.done += 1
-            self._log.debug("job_done", job_id=job.id, kind=job.kind, attempt=job.attempt)
         else:
             self._lease_lost(job, "completion refused")
 

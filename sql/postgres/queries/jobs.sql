@@ -3,6 +3,9 @@
 -- are always bound (:name), never formatted into the text.  Lists of ids or
 -- of (id, token, result) items arrive as one bound JSON document.
 
+-- (= ANY (ARRAY(...)) rather than IN (SELECT ...): the planner then walks the
+-- primary key instead of hashing the whole table.)
+
 -- name: enqueue_jobs
 -- Queue jobs, each due at its available_at or after its delay; ids that exist
 -- already are left alone.  The ids that were inserted come back.
@@ -43,20 +46,20 @@ ORDER BY created_at, id;
 -- name: job_digests
 -- The fingerprints of accepted jobs, live or finished.
 SELECT id, kind, digest, state FROM jobs
-WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
 UNION ALL
 SELECT id, kind, digest, state FROM job_archive
-WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)));
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))));
 
 -- name: archived_digests
 -- The fingerprints of jobs that finished before, among these ids.
 SELECT id, kind, digest, state FROM job_archive
-WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)));
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))));
 
 -- name: forget_new_jobs
 -- Undo this transaction's own inserts of jobs whose ids already finished.
 DELETE FROM jobs
-WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
   AND state = 'pending' AND attempts = 0;
 
 -- name: get_job
@@ -82,7 +85,7 @@ WITH clock AS (SELECT clock_timestamp() AS now),
 exhausted AS (
     SELECT id FROM jobs
     WHERE state = 'running' AND lease_until < clock_timestamp() AND attempts >= max_attempts
-      AND kind IN (SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb)))
+      AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))))
     ORDER BY lease_until
     LIMIT :limit
     FOR UPDATE SKIP LOCKED
@@ -103,7 +106,7 @@ WITH clock AS (SELECT clock_timestamp() AS now),
 expired AS (
     SELECT id FROM jobs
     WHERE state = 'running' AND lease_until < clock_timestamp() AND attempts < max_attempts
-      AND kind IN (SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb)))
+      AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))))
     ORDER BY lease_until, id
     LIMIT 1
     FOR UPDATE SKIP LOCKED
@@ -124,7 +127,7 @@ WITH clock AS (SELECT clock_timestamp() AS now),
 due AS (
     SELECT id FROM jobs
     WHERE state = 'pending' AND available_at <= clock_timestamp()
-      AND kind IN (SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb)))
+      AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))))
     ORDER BY available_at, id
     LIMIT :batch
     FOR UPDATE SKIP LOCKED
@@ -153,7 +156,7 @@ FOR UPDATE OF j;
 INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at, finished_at)
 SELECT id, queue, kind, digest, saga_id, 'done', attempts, created_at, clock_timestamp()
 FROM jobs
-WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)));
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))));
 
 -- name: insert_job_results
 -- Store the results of completed jobs, one per job.
@@ -164,7 +167,7 @@ WHERE i.result IS NOT NULL;
 
 -- name: delete_jobs
 -- Remove archived jobs from the hot table (their payloads go with them).
-DELETE FROM jobs WHERE id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)));
+DELETE FROM jobs WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))));
 
 -- name: retry_job
 -- Fenced: give the job back for a later attempt, keeping the error.
@@ -194,7 +197,7 @@ UPDATE jobs j
 SET lease_until = clock.now + make_interval(secs => CAST(:lease_seconds AS double precision)),
     updated_at = clock.now
 FROM clock
-WHERE j.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
+WHERE j.id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
   AND j.state = 'running' AND j.lease_token = :token AND j.lease_until > clock.now
 RETURNING j.id;
 
@@ -205,7 +208,7 @@ UPDATE jobs j
 SET state = 'pending', lease_token = NULL, lease_until = NULL, attempts = j.attempts - 1,
     updated_at = clock.now
 FROM clock
-WHERE j.id IN (SELECT jsonb_array_elements_text(CAST(:ids AS jsonb)))
+WHERE j.id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
   AND j.state = 'running' AND j.lease_token = :token AND j.lease_until > clock.now
 RETURNING j.id;
 
@@ -213,7 +216,7 @@ RETURNING j.id;
 -- Seconds until the next pending job of these kinds is due (NULL: none).
 SELECT GREATEST(0, EXTRACT(EPOCH FROM min(available_at) - clock_timestamp()))
 FROM jobs
-WHERE state = 'pending' AND kind IN (SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb)));
+WHERE state = 'pending' AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))));
 
 -- name: list_dead_letters
 -- Dead letters, oldest first, optionally of one queue and one kind.
