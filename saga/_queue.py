@@ -197,31 +197,25 @@ class Queue:
         *,
         batch: int,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        rescue: bool = True,
     ) -> list[Job]:
         """Claim due jobs of ``kinds`` under one fresh lease token.
 
-        A job whose worker died holding it (expired lease) is taken over
-        alone, never inside a batch; one that expired on its last attempt is
-        dead-lettered instead (``crashed``).  Otherwise up to ``batch`` due
-        pending jobs are claimed together.
+        With ``rescue`` (the default), a job whose worker died holding it
+        (expired lease) is taken over first, alone, never inside a batch; one
+        that expired on its last attempt is dead-lettered instead
+        (``crashed``).  Otherwise up to ``batch`` due pending jobs are
+        claimed together.  A worker rescues every few seconds rather than on
+        every claim: expired leases appear a lease after a crash, not sooner.
         """
         kinds_json = json.dumps(sorted(set(kinds)))
         token = uuid.uuid4().hex
 
         def work(tx: Tx) -> list[Job]:
-            for row in tx.all("dead_letter_exhausted_leases", kinds=kinds_json, limit=100):
-                log.warning(
-                    "job_dead_lettered",
-                    job_id=row["id"],
-                    kind=row["kind"],
-                    attempts=row["attempts"],
-                    error_class="crashed",
-                )
-            expired = tx.one(
-                "claim_expired_job", kinds=kinds_json, token=token, lease_seconds=lease_seconds
-            )
-            if expired is not None:
-                return [Job.from_claim(expired, token)]
+            if rescue:
+                rescued = _rescue(tx, kinds_json, token, lease_seconds)
+                if rescued is not None:
+                    return [rescued]
             rows = tx.all(
                 "claim_jobs",
                 kinds=kinds_json,
@@ -329,6 +323,22 @@ class Queue:
         return self.db.transaction(work)
 
 
+def _rescue(tx: Tx, kinds_json: str, token: str, lease_seconds: float) -> Job | None:
+    """Dead-letter jobs whose last attempt's lease ran out; take over one other expired job."""
+    for row in tx.all("dead_letter_exhausted_leases", kinds=kinds_json, limit=100):
+        log.warning(
+            "job_dead_lettered",
+            job_id=row["id"],
+            kind=row["kind"],
+            attempts=row["attempts"],
+            error_class="crashed",
+        )
+    expired = tx.one(
+        "claim_expired_job", kinds=kinds_json, token=token, lease_seconds=lease_seconds
+    )
+    return None if expired is None else Job.from_claim(expired, token)
+
+
 def get_job_in(tx: Tx, job_id: str) -> JobInfo:
     """One job read inside ``tx``."""
     row = tx.one("get_job", id=job_id)
@@ -344,23 +354,30 @@ def fence_in(tx: Tx, jobs: Sequence[Job]) -> set[str]:
 
 
 def complete_in(tx: Tx, done: Sequence[Done]) -> set[str]:
-    """:meth:`Queue.complete` inside ``tx``."""
-    owned = fence_in(tx, [item.job for item in done])
-    _archive(tx, [item for item in done if item.job.id in owned])
+    """:meth:`Queue.complete` inside ``tx``: fence and archive, store results, delete."""
+    items = json.dumps([{"id": item.job.id, "token": item.job.token} for item in done])
+    owned = {row["id"] for row in tx.all("archive_owned_jobs", items=items)}
+    _finish(tx, [item for item in done if item.job.id in owned])
     return owned
 
 
 def _archive(tx: Tx, done: Sequence[Done]) -> None:
+    """Archive jobs already fenced in this transaction, then finish them."""
+    if done:
+        tx.run("archive_jobs", ids=json.dumps([item.job.id for item in done]))
+        _finish(tx, done)
+
+
+def _finish(tx: Tx, done: Sequence[Done]) -> None:
+    """Store the results of archived jobs and remove them from the hot table."""
     if not done:
         return
-    ids = json.dumps([item.job.id for item in done])
-    tx.run("archive_jobs", ids=ids)
     results = [
         {"id": item.job.id, "result": item.result} for item in done if item.result is not None
     ]
     if results:
         tx.run("insert_job_results", items=json.dumps(results))
-    tx.run("delete_jobs", ids=ids)
+    tx.run("delete_jobs", ids=json.dumps([item.job.id for item in done]))
 
 
 def _clip(text: str, limit: int = 2000) -> str:

@@ -113,6 +113,10 @@ class Worker:
         self.listen = listen and db.dialect == "postgres"
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.report = WorkerReport()
+        # Expired leases appear a lease after a crash: looking for them on
+        # every claim would cost two statements per batch for nothing.
+        self._rescue_interval = min(5.0, lease_seconds / 4)
+        self._next_rescue = 0.0
         self._stopping = threading.Event()
         self._in_hand: dict[str, Job] = {}
         self._lost: set[str] = set()
@@ -145,7 +149,19 @@ class Worker:
 
     def run_once(self) -> int:
         """Claim one batch and run it; the number of jobs claimed."""
-        jobs = self.queue.claim(self.kinds, batch=self.batch, lease_seconds=self.lease_seconds)
+        now = time.monotonic()
+        rescue = now >= self._next_rescue
+        if rescue:
+            self._next_rescue = now + self._rescue_interval
+        jobs = self.queue.claim(
+            self.kinds, batch=self.batch, lease_seconds=self.lease_seconds, rescue=rescue
+        )
+        if not jobs and not rescue:
+            # Idle: make sure no expired lease is waiting before reporting none.
+            self._next_rescue = now + self._rescue_interval
+            jobs = self.queue.claim(
+                self.kinds, batch=self.batch, lease_seconds=self.lease_seconds, rescue=True
+            )
         if jobs:
             self.report.claimed += len(jobs)
             self._process(jobs)

@@ -151,6 +151,20 @@ WHERE j.state = 'running' AND j.lease_token = i.token AND j.lease_until > clock_
 ORDER BY j.id
 FOR UPDATE OF j;
 
+-- name: archive_owned_jobs
+-- Fence and archive in one statement: copy the listed jobs this worker still
+-- owns (token matches, lease unexpired, checked under the row lock) to the
+-- archive as done.  The ids it archived come back; the others are not ours.
+INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at, finished_at)
+SELECT j.id, j.queue, j.kind, j.digest, j.saga_id, 'done', j.attempts, j.created_at,
+       clock_timestamp()
+FROM jobs j
+JOIN jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, token text) ON i.id = j.id
+WHERE j.state = 'running' AND j.lease_token = i.token AND j.lease_until > clock_timestamp()
+ORDER BY j.id
+FOR UPDATE OF j
+RETURNING id;
+
 -- name: archive_jobs
 -- Copy fenced jobs to the archive as done.
 INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at, finished_at)

@@ -141,6 +141,20 @@ WHERE j.state = 'running' AND j.lease_token = json_extract(i.value, '$.token')
   AND j.lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 ORDER BY j.id;
 
+-- name: archive_owned_jobs
+-- Fence and archive in one statement: copy the listed jobs this worker still
+-- owns (token matches, lease unexpired) to the archive as done.  The ids it
+-- archived come back; the others are not ours.
+INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at, finished_at)
+SELECT j.id, j.queue, j.kind, j.digest, j.saga_id, 'done', j.attempts, j.created_at,
+       strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+FROM jobs j
+JOIN json_each(:items) AS i ON json_extract(i.value, '$.id') = j.id
+WHERE j.state = 'running' AND j.lease_token = json_extract(i.value, '$.token')
+  AND j.lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+ORDER BY j.id
+RETURNING id;
+
 -- name: archive_jobs
 -- Copy fenced jobs to the archive as done.
 INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at, finished_at)
