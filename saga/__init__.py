@@ -1,4 +1,5 @@
-"""A saga orchestration engine: persisted state machines in SQL.
+"""
+A saga orchestration engine: persisted state machines in SQL.
 
 Define a saga with :class:`Machine`, :class:`State`, :class:`Transition`,
 :class:`Timeout` and :func:`guard`; run it with an :class:`Engine` on SQLite

@@ -18,7 +18,8 @@ class _Attempt:
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
-    """Delay before the next attempt: uniform in ``[0, min(cap, base * 2**(attempt-1))]``.
+    """
+    Delay before the next attempt: uniform in ``[0, min(cap, base * 2**(attempt-1))]``.
 
     Full jitter (AWS architecture blog, "Exponential Backoff And Jitter"),
     computed by tenacity's ``wait_random_exponential``: retries of many jobs

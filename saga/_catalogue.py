@@ -77,7 +77,8 @@ class Catalogue:
     def add(
         self, intensive_id: str, *, seats: int, price: str, currency: str
     ) -> tuple[Intensive, bool]:
-        """Add an intensive; ``(intensive, created)``.
+        """
+        Add an intensive; ``(intensive, created)``.
 
         Adding the same id again with the same capacity, price and currency
         returns the existing one (``created=False``); with other values it is

@@ -33,7 +33,8 @@ def digest(value: Mapping[str, Any]) -> str:
 
 
 def as_utc(value: object) -> datetime:
-    """A timestamp column as an aware UTC datetime.
+    """
+    A timestamp column as an aware UTC datetime.
 
     PostgreSQL returns aware datetimes; SQLite stores ISO 8601 text in UTC
     (``2026-11-30T07:08:55.123Z``), written by ``strftime`` in SQL.

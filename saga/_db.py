@@ -1,4 +1,5 @@
-"""One database, two dialects: engines, transactions, retries and error mapping.
+"""
+One database, two dialects: engines, transactions, retries and error mapping.
 
 Every unit of work is a function of a :class:`Tx`, run by
 :meth:`Database.transaction` in one transaction and retried as a whole on
@@ -26,7 +27,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from saga._sqlfiles import Dialect, queries
+from saga._sqlfiles import Component, Dialect, queries
 from saga.exceptions import DatabaseError, DatabaseUnavailable, InvalidInput
 
 if TYPE_CHECKING:
@@ -51,7 +52,8 @@ _TRANSIENT_SQLSTATES: Final = frozenset(
 
 
 def normalize_url(url: str) -> URL:
-    """Parse a database URL and pick the engine's driver for it.
+    """
+    Parse a database URL and pick the engine's driver for it.
 
     ``postgresql://`` and ``postgres://`` become ``postgresql+psycopg://``;
     ``sqlite:///FILE`` stays.  Anything else is :class:`InvalidInput` on ``db``.
@@ -131,7 +133,8 @@ class Tx:
 
 
 class Database:
-    """The engine's handle on one database.
+    """
+    The engine's handle on one database.
 
     Args:
         url: ``postgresql://…`` or ``sqlite:///FILE``.
@@ -140,12 +143,21 @@ class Database:
 
     """
 
-    def __init__(self, url: str, *, pool_size: int = 5, application_name: str = "saga") -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 5,
+        application_name: str = "saga",
+        component: Component = "engine",
+    ) -> None:
         self.url = normalize_url(url)
         self.dialect: Dialect = (
             "postgres" if self.url.get_backend_name() == "postgresql" else "sqlite"
         )
-        self._statements = {name: sa.text(q.sql) for name, q in queries(self.dialect).items()}
+        self._statements = {
+            name: sa.text(q.sql) for name, q in queries(self.dialect, component).items()
+        }
         self._first_use: Callable[[], None] | None = None
         self._ready = True
         self._preparing = False
@@ -193,7 +205,8 @@ class Database:
         return engine
 
     def before_first_use(self, hook: Callable[[], None]) -> None:
-        """Run ``hook`` once, before the first transaction (checking the schema).
+        """
+        Run ``hook`` once, before the first transaction (checking the schema).
 
         Deferring it means a command refused for bad input never touches the
         database: not even the embedded SQLite file gets created.
@@ -229,7 +242,8 @@ class Database:
             raise KeyError(msg) from None
 
     def transaction(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
-        """Run ``work`` in one transaction and return its result.
+        """
+        Run ``work`` in one transaction and return its result.
 
         The transaction commits when ``work`` returns and rolls back when it
         raises.  Transient failures rerun ``work`` from the start, so ``work``

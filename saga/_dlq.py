@@ -1,4 +1,5 @@
-"""Dead letters and their replay: an operator procedure, not a button.
+"""
+Dead letters and their replay: an operator procedure, not a button.
 
 A replay picks dead letters by filter, in batches, at a bounded rate; each
 replay gives the job a fresh set of attempts and writes an audit row (who,
@@ -142,7 +143,8 @@ class DeadLetters:
         progress: Callable[[int], object] | None = None,
         should_stop: Callable[[], bool] = lambda: False,
     ) -> ReplayReport:
-        """Replay the dead letters matching ``where``.
+        """
+        Replay the dead letters matching ``where``.
 
         ``batch`` are read per round, at most ``rate`` replayed per second.
 

@@ -30,7 +30,8 @@ def default_registry() -> Registry:
 
 
 class Engine:
-    """The engine over one database.
+    """
+    The engine over one database.
 
     Its first transaction checks the schema: the embedded SQLite file is
     created or upgraded in place; a PostgreSQL schema must be upgraded

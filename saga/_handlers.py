@@ -23,7 +23,8 @@ _PERMANENT: Final = (InvalidInput, NotFound, ConflictError, ValueError, TypeErro
 
 
 def classify_error(exc: BaseException) -> ErrorClass:
-    """The default classification of what a handler raised.
+    """
+    The default classification of what a handler raised.
 
     A :class:`~steps.errors.StepError` says what it is; data errors and
     refused transitions are permanent; anything else (a dropped connection, a
@@ -38,7 +39,8 @@ def classify_error(exc: BaseException) -> ErrorClass:
 
 @dataclass(frozen=True, slots=True)
 class Apply(Generic[T]):
-    """A handler's request to finish inside the completion transaction.
+    """
+    A handler's request to finish inside the completion transaction.
 
     The worker locks the job, checks its lease, runs ``apply(tx)`` and marks
     the job done in one transaction: a database effect (a saga transition)
@@ -55,7 +57,8 @@ UnknownHandler = Callable[["Tx", "Job", StepError], Any]
 
 @dataclass(frozen=True, slots=True)
 class JobKind:
-    """One kind of job and its contract.
+    """
+    One kind of job and its contract.
 
     Args:
         name: the ``kind`` stored on each job.
@@ -126,7 +129,8 @@ HandlersFactory = Callable[["Engine"], Handlers]
 
 
 def load_factory(spec: str) -> HandlersFactory:
-    """Import the handlers factory ``MODULE:NAME``.
+    """
+    Import the handlers factory ``MODULE:NAME``.
 
     It is a function taking the :class:`~saga.Engine` and returning
     :class:`Handlers`: how ``saga worker --app`` finds your job kinds.

@@ -22,7 +22,8 @@ DEFAULT_MAX_ATTEMPTS: Final = 3
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class NewJob:
-    """A job to accept; its id is chosen once per logical request by the caller.
+    """
+    A job to accept; its id is chosen once per logical request by the caller.
 
     It is due ``delay_seconds`` after acceptance, or at ``available_at`` (a
     time read from the database clock, such as a saga's deadline).
@@ -68,7 +69,8 @@ def enqueue_in(tx: Tx, job: NewJob) -> bool:
 
 
 def enqueue_many_in(tx: Tx, jobs: Sequence[NewJob]) -> list[bool]:
-    """Accept ``jobs`` inside ``tx``, in a few statements whatever their number.
+    """
+    Accept ``jobs`` inside ``tx``, in a few statements whatever their number.
 
     Returns, per job, whether it is new.  The same id with the same kind and
     payload is the same job (``False``), even after it finished; with other

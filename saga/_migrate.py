@@ -1,4 +1,5 @@
-"""Create or upgrade the schema: ``saga db upgrade``.
+"""
+Create or upgrade the schema: ``saga db upgrade``.
 
 An empty database gets ``schema.sql`` in one transaction, and every migration
 is recorded as applied; a database that has some migrations gets the missing
@@ -106,7 +107,8 @@ def upgrade(db: Database) -> UpgradeResult:
 
 
 def ensure_current(db: Database) -> None:
-    """Check the schema before a command runs.
+    """
+    Check the schema before a command runs.
 
     The embedded SQLite file is created or upgraded in place: it needs no
     setup.  A PostgreSQL database is shared by many workers on many machines,

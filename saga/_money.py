@@ -55,7 +55,8 @@ def exponent(code: str) -> int:
 
 
 def parse_amount(value: object, code: str, *, field: str = "price") -> int:
-    """A positive decimal amount (``49``, ``49.9``, ``49.90``) in minor units.
+    """
+    A positive decimal amount (``49``, ``49.9``, ``49.90``) in minor units.
 
     Refuses signs, exponents, thousands separators, more decimals than the
     currency has, zero, and anything above a sane maximum.

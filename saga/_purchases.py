@@ -1,4 +1,5 @@
-"""The purchase of a paid intensive: acceptance, seat accounting, reading.
+"""
+The purchase of a paid intensive: acceptance, seat accounting, reading.
 
 The machine is :data:`state_machine.purchase.PURCHASE`; this module adds what
 the engine cannot know: a purchase holds one seat of one intensive, and
@@ -210,7 +211,8 @@ class Purchases:
         hold_seconds: int = DEFAULT_HOLD_SECONDS,
         actor: str = "api",
     ) -> StartResult:
-        """Accept a purchase: hold a seat and queue the payment request, in one transaction.
+        """
+        Accept a purchase: hold a seat and queue the payment request, in one transaction.
 
         The same ``operation_id`` with the same request returns the same
         purchase; with another request it raises
@@ -288,7 +290,8 @@ class Purchases:
         return [Purchase.from_row(row) for row in rows]
 
     def cancel(self, saga_id: str, *, reason: str, actor: str = "operator") -> Fired:
-        """Cancel a purchase, with a reason for the audit trail.
+        """
+        Cancel a purchase, with a reason for the audit trail.
 
         Before payment the purchase is cancelled and its seat freed; once
         confirmed it goes to ``refund_pending`` (the money goes back).

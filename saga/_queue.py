@@ -1,4 +1,5 @@
-"""The durable job queue: acceptance, claims under leases, fenced writes.
+"""
+The durable job queue: acceptance, claims under leases, fenced writes.
 
 A claim is one short transaction that gives each job a lease from the
 database clock under a fresh random token.  Every later write about the job
@@ -155,7 +156,8 @@ class Queue:
     # -- acceptance --------------------------------------------------------------
 
     def enqueue(self, job: NewJob) -> Accepted:
-        """Accept ``job`` under its caller-chosen id.
+        """
+        Accept ``job`` under its caller-chosen id.
 
         The same id with the same kind and payload returns the existing job
         and its state, live or finished (``created=False``); other content
@@ -169,7 +171,8 @@ class Queue:
         return self.db.transaction(work)
 
     def enqueue_many(self, jobs: Sequence[NewJob], *, chunk: int = 1000) -> list[bool]:
-        """Accept many jobs, ``chunk`` per transaction; per job, whether it is new.
+        """
+        Accept many jobs, ``chunk`` per transaction; per job, whether it is new.
 
         Each chunk is all-or-nothing: a conflicting id in it raises
         :class:`~saga.exceptions.JobConflict` and accepts none of that chunk.
@@ -199,7 +202,8 @@ class Queue:
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         rescue: bool = True,
     ) -> list[Job]:
-        """Claim due jobs of ``kinds`` under one fresh lease token.
+        """
+        Claim due jobs of ``kinds`` under one fresh lease token.
 
         With ``rescue`` (the default), a job whose worker died holding it
         (expired lease) is taken over first, alone, never inside a batch; one
@@ -238,7 +242,8 @@ class Queue:
     # -- fenced writes -----------------------------------------------------------
 
     def complete(self, done: Sequence[Done]) -> set[str]:
-        """Mark jobs done, with their results, in one transaction.
+        """
+        Mark jobs done, with their results, in one transaction.
 
         Returns the ids that were still owned: a job whose lease expired or
         passed to another worker is left alone (and is not in the set).
@@ -248,7 +253,8 @@ class Queue:
         return self.db.transaction(lambda tx: complete_in(tx, done))
 
     def complete_with(self, job: Job, apply: Callable[[Tx], T]) -> tuple[bool, T | None]:
-        """Run ``apply`` and complete ``job`` in one fenced transaction.
+        """
+        Run ``apply`` and complete ``job`` in one fenced transaction.
 
         The lease is checked (row locked) before ``apply`` runs; if it is no
         longer owned nothing happens and ``(False, None)`` comes back, so a
@@ -266,7 +272,8 @@ class Queue:
         return self.db.transaction(work)
 
     def retry(self, job: Job, *, delay: float, error: str, error_class: str) -> bool:
-        """Give the job back for attempt ``job.attempt + 1`` after ``delay`` seconds (fenced).
+        """
+        Give the job back for attempt ``job.attempt + 1`` after ``delay`` seconds (fenced).
 
         A job on its last attempt cannot be retried: :meth:`fail` it instead.
         """

@@ -1,4 +1,5 @@
-"""The generic saga runtime: create sagas and move them through their machine.
+"""
+The generic saga runtime: create sagas and move them through their machine.
 
 Every change is one transaction holding the compare-and-set on state and
 version, the audit row, the next deadline and its timer, the jobs the new
@@ -53,7 +54,8 @@ def _no_payload(saga: SagaRecord, event: str) -> Mapping[str, Any]:
 
 @dataclass(frozen=True, slots=True)
 class SagaType:
-    """A machine registered with the runtime, with its hooks and job settings.
+    """
+    A machine registered with the runtime, with its hooks and job settings.
 
     ``timeout_payload(saga, event)`` builds the payload of a timeout event;
     it runs outside any transaction, so it may ask the outside world first.
@@ -148,7 +150,8 @@ class Fired:
 
 
 class Sagas:
-    """Create and move sagas in one database.
+    """
+    Create and move sagas in one database.
 
     Args:
         db: the database.
@@ -182,7 +185,8 @@ class Sagas:
         prepare: Callable[[Tx], Mapping[str, Any]] | None = None,
         actor: str = "api",
     ) -> Started:
-        """Accept a new saga under a client-chosen ``operation_id``.
+        """
+        Accept a new saga under a client-chosen ``operation_id``.
 
         ``request`` is what the client asked for: the same id with an equal
         request returns the saga it created (``created=False``); with another
@@ -214,7 +218,8 @@ class Sagas:
         expected_version: int | None = None,
         data_update: Mapping[str, Any] | None = None,
     ) -> Fired:
-        """Deliver ``event`` to a saga and take the transition its machine decides.
+        """
+        Deliver ``event`` to a saga and take the transition its machine decides.
 
         With ``expected_version``, a saga that moved on since the caller read
         it raises :class:`VersionConflict`.  A terminal state absorbs events

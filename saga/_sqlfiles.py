@@ -1,4 +1,5 @@
-"""Load the engine's SQL: named queries, the schema and the migrations.
+"""
+Load the engine's SQL: named queries, the schema and the migrations.
 
 The files live in ``sql/<dialect>/`` at the top of the repository and ship in
 the wheel as ``saga/_sql/<dialect>/`` (see ``pyproject.toml``); a source
@@ -64,7 +65,8 @@ def _read(dialect: Dialect, *parts: str) -> str:
 
 
 def parse_queries(text: str) -> dict[str, Query]:
-    """Parse a ``queries.sql`` file into its named statements.
+    """
+    Parse a ``queries.sql`` file into its named statements.
 
     Each block starts with ``-- name: snake_case`` and the comment lines right
     after it are the description.  Raises :class:`ValueError` on a duplicate
@@ -96,9 +98,19 @@ def parse_queries(text: str) -> dict[str, Query]:
     return queries
 
 
+Component = Literal["engine", "sandbox"]
+
+
 @functools.cache
-def queries(dialect: Dialect) -> dict[str, Query]:
-    """The named queries of ``dialect``: every ``queries/*.sql`` file, one namespace."""
+def queries(dialect: Dialect, component: Component = "engine") -> dict[str, Query]:
+    """
+    The named queries of ``dialect``: every ``queries/*.sql`` file, one namespace.
+
+    The sandbox payment provider, a separate database, has its own set in
+    ``sandbox/queries.sql``.
+    """
+    if component == "sandbox":
+        return parse_queries(_read(dialect, "sandbox", "queries.sql"))
     folder = _root().joinpath(dialect).joinpath("queries")
     merged: dict[str, Query] = {}
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
@@ -116,6 +128,12 @@ def queries(dialect: Dialect) -> dict[str, Query]:
 def schema(dialect: Dialect) -> str:
     """The current schema of ``dialect`` as one script, for a fresh database."""
     return _read(dialect, "schema.sql")
+
+
+@functools.cache
+def sandbox_schema(dialect: Dialect) -> str:
+    """The sandbox provider's tables (created if missing on first use)."""
+    return _read(dialect, "sandbox", "schema.sql")
 
 
 @functools.cache
@@ -150,7 +168,8 @@ def migrations(dialect: Dialect) -> tuple[Migration, ...]:
 
 
 def split_statements(script: str) -> list[str]:
-    """Split a SQL script into statements.
+    """
+    Split a SQL script into statements.
 
     Understands ``--`` and ``/* */`` comments, quoted strings and identifiers,
     PostgreSQL dollar quoting and SQLite trigger bodies (``BEGIN … END``, with

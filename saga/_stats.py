@@ -9,7 +9,8 @@ if TYPE_CHECKING:
 
 
 def collect(db: Database) -> dict[str, Any]:
-    """Figures per queue and per saga state.
+    """
+    Figures per queue and per saga state.
 
     Per queue: pending (and due), running, expired leases, dead letters by
     reason, oldest due age, done; per saga state: count and time in state.

@@ -1,4 +1,5 @@
-"""``saga worker``: several worker processes under one supervisor.
+"""
+``saga worker``: several worker processes under one supervisor.
 
 Each worker is a process of its own (a crash, a hang or a segfault in a
 handler takes down one worker, not the service); the supervisor restarts
@@ -84,7 +85,8 @@ def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]])
 
 
 class Supervisor:
-    """Run ``concurrency`` worker processes until stopped.
+    """
+    Run ``concurrency`` worker processes until stopped.
 
     In burst mode it returns once every worker found nothing due.
 

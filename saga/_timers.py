@@ -19,7 +19,8 @@ if TYPE_CHECKING:
 
 
 def timer_kind(engine: Engine) -> JobKind:
-    """The job kind that fires sagas' deadlines.
+    """
+    The job kind that fires sagas' deadlines.
 
     The timer job names the saga version it was set for: if the saga moved
     on since (the timer was replaced, or another worker fired it), firing is

@@ -17,7 +17,8 @@ REASON_MAX: Final = 500
 
 
 def identifier(field: str, value: object, *, max_length: int = ID_MAX) -> str:
-    """An id such as an intensive or a student: letters, digits and ``._:@-``.
+    """
+    An id such as an intensive or a student: letters, digits and ``._:@-``.
 
     Empty, over-long, whitespace or control characters are refused.
     """
@@ -40,7 +41,8 @@ def identifier(field: str, value: object, *, max_length: int = ID_MAX) -> str:
 
 
 def operation_id(value: object, *, field: str = "operation_id") -> str:
-    """An idempotency key chosen by the client: 1-128 printable characters.
+    """
+    An idempotency key chosen by the client: 1-128 printable characters.
 
     Like real providers' idempotency keys it may be any printable text, but
     never blank, whitespace-padded, or holding control characters.

@@ -1,4 +1,5 @@
-"""One worker: claim due jobs, run them, settle them under their lease.
+"""
+One worker: claim due jobs, run them, settle them under their lease.
 
 A heartbeat thread extends the leases of the jobs in hand while handlers
 run.  On PostgreSQL the worker sleeps on ``LISTEN saga_jobs`` between claims
@@ -74,7 +75,8 @@ class WorkerReport:
 
 
 class Worker:
-    """Run jobs of the kinds in ``handlers`` from ``db``.
+    """
+    Run jobs of the kinds in ``handlers`` from ``db``.
 
     Args:
         batch: jobs claimed per transaction (completions are batched too).

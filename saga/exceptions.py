@@ -1,4 +1,5 @@
-"""The engine's exception tree.
+"""
+The engine's exception tree.
 
 Everything the engine raises on purpose derives from :class:`SagaError`.  The
 CLI maps the branches to exit codes: :class:`InvalidInput` → 2,

@@ -1,4 +1,5 @@
-"""Pure, declarative saga definitions: states, transitions, guards, timeouts.
+"""
+Pure, declarative saga definitions: states, transitions, guards, timeouts.
 
 Nothing in this package does I/O or reads a clock; the runtime (``saga``)
 persists what these objects decide.

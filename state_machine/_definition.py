@@ -27,7 +27,8 @@ def is_name(value: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Guard:
-    """A named, pure predicate over the saga's data and the event's payload.
+    """
+    A named, pure predicate over the saga's data and the event's payload.
 
     Guards decide between transitions that share an event and a source; they
     must not do I/O (the runtime evaluates them inside a transaction, and the
@@ -58,7 +59,8 @@ def guard(check: GuardCheck) -> Guard:
 
 @dataclass(frozen=True, slots=True)
 class Timeout:
-    """An event fired when a state has lasted too long.
+    """
+    An event fired when a state has lasted too long.
 
     The deadline is ``seconds`` (or the number of seconds found in the saga's
     data under ``seconds_from``) after the state was entered, or after the saga
@@ -101,7 +103,8 @@ class Timeout:
 
 @dataclass(frozen=True, slots=True)
 class State:
-    """One state of a saga.
+    """
+    One state of a saga.
 
     ``actions`` name the steps the runtime queues, in the transition's own
     transaction, whenever the saga enters this state.  ``meta`` is domain data
@@ -125,7 +128,8 @@ class State:
 
 @dataclass(frozen=True, slots=True, init=False)
 class Transition:
-    """``event`` moves a saga from any of ``source`` to ``target`` if ``guard`` holds.
+    """
+    ``event`` moves a saga from any of ``source`` to ``target`` if ``guard`` holds.
 
     Transitions sharing an event and a source are tried in declaration order;
     the first whose guard holds wins.  A transition leaving a terminal state

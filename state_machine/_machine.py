@@ -17,7 +17,8 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 class Machine:
-    """A saga definition: named, versioned, validated when it is built.
+    """
+    A saga definition: named, versioned, validated when it is built.
 
     Building it runs every check of :mod:`state_machine._validate` and raises
     :class:`~state_machine.errors.DefinitionError` listing all findings, so a
@@ -90,7 +91,8 @@ class Machine:
         data: Mapping[str, Any] = _EMPTY,
         payload: Mapping[str, Any] = _EMPTY,
     ) -> Transition | None:
-        """The transition ``event`` takes from ``state``, or ``None`` if it is absorbed.
+        """
+        The transition ``event`` takes from ``state``, or ``None`` if it is absorbed.
 
         A terminal state absorbs (returns ``None`` for) every event except a
         compensation whose guard holds.  A non-terminal state that accepts no

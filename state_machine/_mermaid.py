@@ -10,7 +10,8 @@ if TYPE_CHECKING:
 
 
 def to_mermaid(machine: Machine) -> str:
-    """The machine as Mermaid ``stateDiagram-v2`` source.
+    """
+    The machine as Mermaid ``stateDiagram-v2`` source.
 
     Every state and every (transition, source) pair appears once.  Labels say
     ``event [guard]``; compensations and timeouts are marked, and each state

@@ -1,4 +1,5 @@
-"""The root of the engine's one exception tree, and the errors of definitions.
+"""
+The root of the engine's one exception tree, and the errors of definitions.
 
 The root lives here, in the lowest layer, because ``state_machine`` may import
 nothing from ``saga``: putting :class:`SagaError` here lets every layer raise
@@ -19,7 +20,8 @@ def _rebuild(cls: type[SagaError], kwargs: dict[str, Any]) -> SagaError:
 
 
 class SagaError(Exception):
-    """Base class of every error the engine raises on purpose.
+    """
+    Base class of every error the engine raises on purpose.
 
     Subclasses take keyword arguments, keep them as typed attributes and build
     their message from them; :meth:`__reduce__` replays those arguments, so an

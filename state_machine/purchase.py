@@ -1,4 +1,5 @@
-"""The reference saga: the purchase of one seat of a paid intensive.
+"""
+The reference saga: the purchase of one seat of a paid intensive.
 
 It is defined with the public API only; the engine knows nothing of seats or
 payments.  ``meta["seat"]`` says what each state does with the student's seat

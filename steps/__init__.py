@@ -1,4 +1,8 @@
-"""Effects of the sagas and their adapters: the steps that call the outside world.
+"""
+Effects of the sagas: the steps that call the outside world, and their ports.
+
+The payment provider port says what any provider must offer; the purchase
+steps say what they call, under which key, and how outcomes are read.
 
 Each step has an idempotency key derived from persisted saga data and
 classifies its outcome as succeeded, failed or unknown.
@@ -7,5 +11,18 @@ classifies its outcome as succeeded, failed or unknown.
 from __future__ import annotations
 
 from steps._methods import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS, PaymentMethod
+from steps._provider import PaymentProvider, ProviderPayment, ProviderRefund
+from steps.errors import OutcomeUnknown, PermanentError, StepError, TransientError
 
-__all__ = ["DEFAULT_PAYMENT_METHOD", "PAYMENT_METHODS", "PaymentMethod"]
+__all__ = [
+    "DEFAULT_PAYMENT_METHOD",
+    "PAYMENT_METHODS",
+    "OutcomeUnknown",
+    "PaymentMethod",
+    "PaymentProvider",
+    "PermanentError",
+    "ProviderPayment",
+    "ProviderRefund",
+    "StepError",
+    "TransientError",
+]

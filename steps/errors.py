@@ -1,4 +1,5 @@
-"""How an effect failed: the three outcomes a step or job handler can report.
+"""
+How an effect failed: the three outcomes a step or job handler can report.
 
 A handler raises one of these (or lets the worker classify what it raised):
 the worker retries :class:`TransientError` with backoff, dead-letters
@@ -39,7 +40,8 @@ class PermanentError(StepError):
 
 
 class OutcomeUnknown(StepError):
-    """It may or may not have happened (a timeout after the request left).
+    """
+    It may or may not have happened (a timeout after the request left).
 
     "Unknown" is not "failed": the caller must find out, never compensate
     or retry with a new key blindly.  ``evidence`` keeps what was sent and

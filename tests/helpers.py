@@ -21,6 +21,13 @@ TABLES = (
     "job_archive",
     "job_results",
     "job_replays",
+    "payments",
+    "refunds",
+    "access_grants",
+    "inbox",
+    "inbox_conflicts",
+    "recon_items",
+    "recon_events",
     "saga_migrations",
 )
 

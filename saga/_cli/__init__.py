@@ -1,4 +1,5 @@
-"""The ``saga`` command line (DESIGN.md §4).
+"""
+The ``saga`` command line (DESIGN.md §4).
 
 Exit codes: 0 ok, 2 bad input or usage, 3 conflict, 4 not found, 1 anything
 else.  Errors go to stderr; ``--json`` output goes to stdout.

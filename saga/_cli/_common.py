@@ -35,7 +35,8 @@ class Command:
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> None:
-    """``--db`` and ``--json``, accepted before or after the subcommand.
+    """
+    ``--db`` and ``--json``, accepted before or after the subcommand.
 
     Subcommands use ``SUPPRESS`` defaults so that an option given before the
     subcommand is not reset by the subcommand's own default.
@@ -99,7 +100,8 @@ _WHOLE = re.compile(r"-?[0-9]{1,18}", re.ASCII)
 
 
 def whole(text: str) -> int:
-    """An argparse type for whole numbers: ASCII digits only.
+    """
+    An argparse type for whole numbers: ASCII digits only.
 
     Python's ``int()`` also takes ``" 3"``, ``"3_0"`` and non-ASCII digits;
     a script passing those has a bug we should report, not guess around.

@@ -175,3 +175,123 @@ CREATE TABLE job_replays (
     attempts        integer NOT NULL,
     at              timestamptz NOT NULL DEFAULT clock_timestamp()
 );
+
+-- The purchase saga's payment intent: written before the provider is called,
+-- under a key derived from the saga, so a retry reuses it and never mints a
+-- new one.  One payment per purchase.
+CREATE TABLE payments (
+    saga_id           text PRIMARY KEY REFERENCES sagas (id),
+    key               text NOT NULL UNIQUE,
+    amount_minor      bigint NOT NULL,
+    currency          text NOT NULL,
+    method            text NOT NULL,
+    status            text NOT NULL DEFAULT 'intent',
+    provider_ref      text UNIQUE,
+    charged_minor     bigint,
+    charged_currency  text,
+    created_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT payments_status_known CHECK (
+        status IN ('intent', 'pending', 'succeeded', 'failed', 'cancelled', 'unknown')
+    )
+);
+
+-- Refunds: one per payment (the key is derived from the payment's key).
+CREATE TABLE refunds (
+    saga_id       text PRIMARY KEY REFERENCES sagas (id),
+    payment_key   text NOT NULL UNIQUE REFERENCES payments (key),
+    key           text NOT NULL UNIQUE,
+    amount_minor  bigint NOT NULL,
+    currency      text NOT NULL,
+    status        text NOT NULL DEFAULT 'intent',
+    provider_ref  text UNIQUE,
+    reason        text,
+    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT refunds_status_known CHECK (
+        status IN ('intent', 'pending', 'succeeded', 'failed', 'unknown')
+    )
+);
+
+-- Access granted to a confirmed purchase (an effect inside this database).
+CREATE TABLE access_grants (
+    saga_id     text PRIMARY KEY REFERENCES sagas (id),
+    student_id  text NOT NULL,
+    granted_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    revoked_at  timestamptz
+);
+
+-- Inbox: provider events, deduplicated by event id in the transaction that
+-- applies them.  The same id with other content is a conflict, recorded in
+-- inbox_conflicts and never applied.
+CREATE TABLE inbox (
+    event_id      text PRIMARY KEY,
+    source        text NOT NULL,
+    type          text NOT NULL,
+    payment_ref   text NOT NULL,
+    digest        text NOT NULL,
+    payload       jsonb NOT NULL,
+    saga_id       text REFERENCES sagas (id),
+    outcome       text NOT NULL,
+    detail        text,
+    received_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT inbox_outcome_known CHECK (
+        outcome IN ('applied', 'absorbed', 'not_applicable', 'unmatched')
+    )
+);
+CREATE INDEX inbox_by_saga ON inbox (saga_id) WHERE saga_id IS NOT NULL;
+
+CREATE TABLE inbox_conflicts (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    event_id     text NOT NULL REFERENCES inbox (event_id),
+    digest       text NOT NULL,
+    payload      jsonb NOT NULL,
+    received_at  timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- The reconciliation queue: one item per unknown outcome, owned by the
+-- automatic checker until its checks run out, then by a human.
+CREATE TABLE recon_items (
+    id                 text PRIMARY KEY,
+    saga_id            text NOT NULL REFERENCES sagas (id),
+    status             text NOT NULL DEFAULT 'open',
+    subject            text NOT NULL,
+    reason             text NOT NULL,
+    evidence           jsonb NOT NULL,
+    owner              text NOT NULL,
+    next_check_at      timestamptz,
+    attempts           integer NOT NULL DEFAULT 0,
+    max_attempts       integer NOT NULL,
+    deadline           timestamptz NOT NULL,
+    escalated_at       timestamptz,
+    version            integer NOT NULL DEFAULT 1,
+    opened_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    resolved_at        timestamptz,
+    resolution         text,
+    resolved_by        text,
+    resolution_reason  text,
+    CONSTRAINT recon_items_status_known CHECK (status IN ('open', 'resolved')),
+    CONSTRAINT recon_items_subject_known CHECK (subject IN ('payment', 'refund')),
+    CONSTRAINT recon_items_open_has_a_next_check CHECK (
+        status <> 'open' OR next_check_at IS NOT NULL
+    ),
+    CONSTRAINT recon_items_resolution_complete CHECK (
+        (status = 'resolved') = (resolved_at IS NOT NULL AND resolution IS NOT NULL
+                                 AND resolved_by IS NOT NULL)
+    )
+);
+-- Exactly one open item per saga.
+CREATE UNIQUE INDEX recon_items_one_open_per_saga ON recon_items (saga_id) WHERE status = 'open';
+CREATE INDEX recon_items_open ON recon_items (opened_at) WHERE status = 'open';
+
+-- Everything that happened to an item: opened, checked, escalated, assigned,
+-- resolved, and decisions refused (stale or contradicted by the evidence).
+CREATE TABLE recon_events (
+    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    item_id   text NOT NULL REFERENCES recon_items (id),
+    actor     text NOT NULL,
+    action    text NOT NULL,
+    detail    jsonb NOT NULL DEFAULT '{}',
+    at        timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX recon_events_by_item ON recon_events (item_id, id);

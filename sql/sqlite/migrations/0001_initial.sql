@@ -173,3 +173,127 @@ CREATE TABLE job_replays (
     attempts        INTEGER NOT NULL,
     at              TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 ) STRICT;
+
+-- The purchase saga's payment intent: written before the provider is called,
+-- under a key derived from the saga, so a retry reuses it and never mints a
+-- new one.  One payment per purchase.
+CREATE TABLE payments (
+    saga_id           TEXT PRIMARY KEY REFERENCES sagas (id),
+    key               TEXT NOT NULL UNIQUE,
+    amount_minor      INTEGER NOT NULL,
+    currency          TEXT NOT NULL,
+    method            TEXT NOT NULL,
+    status            TEXT NOT NULL DEFAULT 'intent',
+    provider_ref      TEXT UNIQUE,
+    charged_minor     INTEGER,
+    charged_currency  TEXT,
+    created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    updated_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT payments_status_known CHECK (
+        status IN ('intent', 'pending', 'succeeded', 'failed', 'cancelled', 'unknown')
+    )
+) STRICT;
+
+-- Refunds: one per payment (the key is derived from the payment's key).
+CREATE TABLE refunds (
+    saga_id       TEXT PRIMARY KEY REFERENCES sagas (id),
+    payment_key   TEXT NOT NULL UNIQUE REFERENCES payments (key),
+    key           TEXT NOT NULL UNIQUE,
+    amount_minor  INTEGER NOT NULL,
+    currency      TEXT NOT NULL,
+    status        TEXT NOT NULL DEFAULT 'intent',
+    provider_ref  TEXT UNIQUE,
+    reason        TEXT,
+    created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    updated_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT refunds_status_known CHECK (
+        status IN ('intent', 'pending', 'succeeded', 'failed', 'unknown')
+    )
+) STRICT;
+
+-- Access granted to a confirmed purchase (an effect inside this database).
+CREATE TABLE access_grants (
+    saga_id     TEXT PRIMARY KEY REFERENCES sagas (id),
+    student_id  TEXT NOT NULL,
+    granted_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    revoked_at  TEXT
+) STRICT;
+
+-- Inbox: provider events, deduplicated by event id in the transaction that
+-- applies them.  The same id with other content is a conflict, recorded in
+-- inbox_conflicts and never applied.
+CREATE TABLE inbox (
+    event_id      TEXT PRIMARY KEY,
+    source        TEXT NOT NULL,
+    type          TEXT NOT NULL,
+    payment_ref   TEXT NOT NULL,
+    digest        TEXT NOT NULL,
+    payload       TEXT NOT NULL,
+    saga_id       TEXT REFERENCES sagas (id),
+    outcome       TEXT NOT NULL,
+    detail        TEXT,
+    received_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT inbox_payload_json CHECK (json_valid(payload)),
+    CONSTRAINT inbox_outcome_known CHECK (
+        outcome IN ('applied', 'absorbed', 'not_applicable', 'unmatched')
+    )
+) STRICT;
+CREATE INDEX inbox_by_saga ON inbox (saga_id) WHERE saga_id IS NOT NULL;
+
+CREATE TABLE inbox_conflicts (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id     TEXT NOT NULL REFERENCES inbox (event_id),
+    digest       TEXT NOT NULL,
+    payload      TEXT NOT NULL,
+    received_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT inbox_conflicts_payload_json CHECK (json_valid(payload))
+) STRICT;
+
+-- The reconciliation queue: one item per unknown outcome, owned by the
+-- automatic checker until its checks run out, then by a human.
+CREATE TABLE recon_items (
+    id                 TEXT PRIMARY KEY,
+    saga_id            TEXT NOT NULL REFERENCES sagas (id),
+    status             TEXT NOT NULL DEFAULT 'open',
+    subject            TEXT NOT NULL,
+    reason             TEXT NOT NULL,
+    evidence           TEXT NOT NULL,
+    owner              TEXT NOT NULL,
+    next_check_at      TEXT,
+    attempts           INTEGER NOT NULL DEFAULT 0,
+    max_attempts       INTEGER NOT NULL,
+    deadline           TEXT NOT NULL,
+    escalated_at       TEXT,
+    version            INTEGER NOT NULL DEFAULT 1,
+    opened_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    resolved_at        TEXT,
+    resolution         TEXT,
+    resolved_by        TEXT,
+    resolution_reason  TEXT,
+    CONSTRAINT recon_items_evidence_json CHECK (json_valid(evidence)),
+    CONSTRAINT recon_items_status_known CHECK (status IN ('open', 'resolved')),
+    CONSTRAINT recon_items_subject_known CHECK (subject IN ('payment', 'refund')),
+    CONSTRAINT recon_items_open_has_a_next_check CHECK (
+        status <> 'open' OR next_check_at IS NOT NULL
+    ),
+    CONSTRAINT recon_items_resolution_complete CHECK (
+        (status = 'resolved') = (resolved_at IS NOT NULL AND resolution IS NOT NULL
+                                 AND resolved_by IS NOT NULL)
+    )
+) STRICT;
+-- Exactly one open item per saga.
+CREATE UNIQUE INDEX recon_items_one_open_per_saga ON recon_items (saga_id) WHERE status = 'open';
+CREATE INDEX recon_items_open ON recon_items (opened_at) WHERE status = 'open';
+
+-- Everything that happened to an item: opened, checked, escalated, assigned,
+-- resolved, and decisions refused (stale or contradicted by the evidence).
+CREATE TABLE recon_events (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    item_id   TEXT NOT NULL REFERENCES recon_items (id),
+    actor     TEXT NOT NULL,
+    action    TEXT NOT NULL,
+    detail    TEXT NOT NULL DEFAULT '{}',
+    at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT recon_events_detail_json CHECK (json_valid(detail))
+) STRICT;
+CREATE INDEX recon_events_by_item ON recon_events (item_id, id);

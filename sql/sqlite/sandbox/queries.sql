@@ -1,0 +1,99 @@
+-- Named queries of the sandbox payment provider on SQLite.
+-- sql/postgres/sandbox/queries.sql defines the same names.
+
+-- name: insert_charge
+-- Record a charge under its idempotency key; nothing if the key exists.
+INSERT INTO sandbox_charges (payment_id, key, params_digest, reference, method, amount_minor,
+                             charged_minor, currency, status)
+VALUES (:payment_id, :key, :params_digest, :reference, :method, :amount_minor, :charged_minor,
+        :currency, :status)
+ON CONFLICT (key) DO NOTHING
+RETURNING payment_id;
+
+-- name: charge_by_key
+-- The charge made under a key.
+SELECT payment_id, key, params_digest, reference, method, amount_minor, charged_minor, currency,
+       status
+FROM sandbox_charges WHERE key = :key;
+
+-- name: lock_charge
+-- The charge made under a key (the write lock is already held).
+SELECT payment_id, key, params_digest, reference, method, amount_minor, charged_minor, currency,
+       status
+FROM sandbox_charges WHERE key = :key;
+
+-- name: charge_by_id
+-- One charge.
+SELECT payment_id, key, params_digest, reference, method, amount_minor, charged_minor, currency,
+       status
+FROM sandbox_charges WHERE payment_id = :payment_id;
+
+-- name: set_charge_status
+-- Compare-and-set a charge's status.
+UPDATE sandbox_charges
+SET status = :to_status, charged_minor = coalesce(:charged_minor, charged_minor),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE payment_id = :payment_id AND status = :from_status;
+
+-- name: insert_refund
+-- Record a refund under its idempotency key; nothing if the key exists.
+INSERT INTO sandbox_refunds (refund_id, key, params_digest, payment_id, amount_minor, status)
+VALUES (:refund_id, :key, :params_digest, :payment_id, :amount_minor, :status)
+ON CONFLICT (key) DO NOTHING
+RETURNING refund_id;
+
+-- name: refund_by_key
+-- The refund made under a key.
+SELECT refund_id, key, params_digest, payment_id, amount_minor, status
+FROM sandbox_refunds WHERE key = :key;
+
+-- name: refunded_minor
+-- What was already given back (or is on its way) for a charge.
+SELECT coalesce(sum(amount_minor), 0) FROM sandbox_refunds
+WHERE payment_id = :payment_id AND status IN ('pending', 'succeeded');
+
+-- name: queue_webhook
+-- A webhook for the engine, deliverable after a delay.
+INSERT INTO sandbox_webhooks (event_id, type, body, deliver_at)
+VALUES (:event_id, :type, :body,
+        strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :delay_seconds / 86400.0));
+
+-- name: claim_webhooks
+-- Due webhooks, leased to one deliverer for a while (delivery is at least once).
+UPDATE sandbox_webhooks
+SET lease_until = strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :lease_seconds / 86400.0)
+WHERE id IN (
+    SELECT id FROM sandbox_webhooks
+    WHERE delivered_at IS NULL AND deliver_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+      AND (lease_until IS NULL OR lease_until < strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+    ORDER BY deliver_at, id
+    LIMIT :limit
+)
+RETURNING id, event_id, type, body;
+
+-- name: mark_webhook_delivered
+-- The engine's inbox has the event.
+UPDATE sandbox_webhooks
+SET delivered_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), lease_until = NULL
+WHERE id = :id;
+
+-- name: next_webhook_in
+-- Seconds until the next undelivered webhook is due (NULL: none).
+SELECT max(0, (julianday(min(deliver_at)) - julianday('now')) * 86400.0)
+FROM sandbox_webhooks WHERE delivered_at IS NULL;
+
+-- name: ledger_charges
+-- Every charge.
+SELECT payment_id, key, reference, method, amount_minor, charged_minor, currency, status,
+       created_at
+FROM sandbox_charges ORDER BY created_at, payment_id;
+
+-- name: ledger_refunds
+-- Every refund.
+SELECT r.refund_id, r.payment_id, r.key, r.amount_minor, r.status, c.reference, r.created_at
+FROM sandbox_refunds r JOIN sandbox_charges c ON c.payment_id = r.payment_id
+ORDER BY r.created_at, r.refund_id;
+
+-- name: lock_setup
+-- Nothing to do: BEGIN IMMEDIATE already serializes the creation.
+SELECT :key;
