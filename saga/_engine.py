@@ -8,13 +8,19 @@ from typing import TYPE_CHECKING, Final
 from saga import _migrate, _purchases
 from saga._catalogue import Catalogue
 from saga._db import DEFAULT_URL, Database
+from saga._inbox import Inbox
 from saga._purchases import Purchases
+from saga._recon import Reconciliation
 from saga._sagas import Registry, Sagas
 
 if TYPE_CHECKING:
     from saga._handlers import JobKind
+    from saga._pollers import Poller
+    from saga._sandbox import Sandbox
+    from steps import PaymentProvider
 
 URL_ENV: Final = "SAGA_DATABASE_URL"
+SANDBOX_URL_ENV: Final = "SAGA_SANDBOX_DATABASE_URL"
 
 
 def default_url() -> str:
@@ -40,6 +46,9 @@ class Engine:
 
     Args:
         url: the database; default :func:`default_url`.
+        sandbox_url: the sandbox provider's database; default
+            ``$SAGA_SANDBOX_DATABASE_URL``, else derived from ``url``.
+        provider: a payment provider to use instead of the sandbox.
         registry: the saga kinds; default :func:`default_registry`.
         check_schema: set ``False`` to skip the schema check (``saga db upgrade`` does).
 
@@ -49,6 +58,8 @@ class Engine:
         self,
         url: str | None = None,
         *,
+        sandbox_url: str | None = None,
+        provider: PaymentProvider | None = None,
         registry: Registry | None = None,
         check_schema: bool = True,
         pool_size: int = 5,
@@ -60,13 +71,49 @@ class Engine:
         self.sagas = Sagas(self.db, self.registry)
         self.catalogue = Catalogue(self.db)
         self.purchases = Purchases(self.db, self.sagas)
+        self.inbox = Inbox(self.db, self.registry)
+        self.recon = Reconciliation(self.db, self.registry)
+        self._sandbox_url = sandbox_url
+        self._provider = provider
+        self._sandbox: Sandbox | None = None
 
     def __repr__(self) -> str:
         return f"<Engine {self.db!r}>"
 
+    @property
+    def sandbox_url(self) -> str:
+        """The sandbox provider's database URL."""
+        from saga._sandbox import sandbox_url_for  # noqa: PLC0415 - the sandbox loads lazily
+
+        return (
+            self._sandbox_url
+            or os.environ.get(SANDBOX_URL_ENV)
+            or sandbox_url_for(self.db.url.render_as_string(hide_password=False))
+        )
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The sandbox payment provider, opened on first use."""
+        if self._sandbox is None:
+            from saga._sandbox import Sandbox  # noqa: PLC0415 - opened only when needed
+
+            self._sandbox = Sandbox(self.sandbox_url)
+        return self._sandbox
+
+    @property
+    def provider(self) -> PaymentProvider:
+        """The payment provider: the one given, else the sandbox."""
+        return self._provider if self._provider is not None else self.sandbox
+
     def step_kinds(self) -> list[JobKind]:
         """The job kinds that run the actions of the registered sagas."""
         return [kind for saga_type in self.registry for kind in saga_type.step_kinds(self)]
+
+    def pollers(self) -> list[Poller]:
+        """What workers look at besides the queue: the sandbox's webhooks."""
+        from saga._pollers import SandboxWebhooks  # noqa: PLC0415 - avoids an import cycle
+
+        return [] if self._provider is not None else [SandboxWebhooks(self)]
 
     def upgrade(self) -> _migrate.UpgradeResult:
         """Create or migrate the schema (idempotent)."""
@@ -75,6 +122,8 @@ class Engine:
     def close(self) -> None:
         """Release the database connections."""
         self.db.dispose()
+        if self._sandbox is not None:
+            self._sandbox.close()
 
     def __enter__(self) -> Engine:
         return self

@@ -15,7 +15,7 @@ from saga import _validation
 from saga._catalogue import get_intensive_in
 from saga._codec import as_utc, iso, load_json, maybe_utc
 from saga._money import format_minor
-from saga._sagas import Fired, Registry, Sagas, history_in
+from saga._sagas import Change, Fired, Registry, Sagas, history_in
 from saga.exceptions import (
     DatabaseError,
     DuplicatePurchase,
@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
     from saga._db import Database, Tx
     from saga._records import SagaRecord, TransitionRecord
-    from state_machine import Transition
 
 KIND: Final = PURCHASE.name
 DEFAULT_HOLD_SECONDS: Final = 900
@@ -72,11 +71,9 @@ class SeatHook:
         )
         self._move(tx, saga.id, data["intensive_id"], SEAT_FREE, _seat_of(saga.state))
 
-    def on_transition(
-        self, tx: Tx, before: SagaRecord, after: SagaRecord, transition: Transition
-    ) -> None:
+    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
         """Move the seat to where the new state says (``None``: where it was)."""
-        del before, transition
+        del before, change
         wanted = PURCHASE.state(after.state).meta.get("seat")
         row = tx.one("purchase_seat", saga_id=after.id)
         if row is None:
@@ -107,8 +104,16 @@ def _seat_of(state: str) -> str:
 
 
 def register(registry: Registry) -> None:
-    """Register the purchase saga with its seat accounting."""
-    registry.register(PURCHASE, hooks=[SeatHook()])
+    """Register the purchase saga: seats, reconciliation items, steps, hold expiry."""
+    from saga._purchase_steps import PurchaseSteps, hold_expiry_payload  # noqa: PLC0415
+    from saga._recon import ReconHook  # noqa: PLC0415 - both import this module
+
+    registry.register(
+        PURCHASE,
+        hooks=[SeatHook(), ReconHook()],
+        timeout_payload=hold_expiry_payload,
+        steps=lambda engine: PurchaseSteps(engine).kinds(),
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -31,24 +31,32 @@ if TYPE_CHECKING:
     from state_machine import Machine, State, Transition
 
 
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What moved a saga: the transition taken, the event's payload, who and why."""
+
+    transition: Transition
+    payload: Mapping[str, Any]
+    actor: str
+    cause: str | None
+
+
 class SagaHook(Protocol):
     """Domain writes that belong in the same transaction as a saga's changes."""
 
     def on_create(self, tx: Tx, saga: SagaRecord) -> None:
-        """Called after the saga row is inserted in its initial state."""
+        """Call after the saga row is inserted in its initial state."""
 
-    def on_transition(
-        self, tx: Tx, before: SagaRecord, after: SagaRecord, transition: Transition
-    ) -> None:
-        """Called after the compare-and-set moved the saga from ``before`` to ``after``."""
+    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
+        """Call after the compare-and-set moved the saga from ``before`` to ``after``."""
 
 
-TimeoutPayload = Callable[[SagaRecord, str], Mapping[str, Any]]
+TimeoutPayload = Callable[["Engine", SagaRecord, str], Mapping[str, Any]]
 StepKinds = Callable[["Engine"], "Sequence[JobKind]"]
 
 
-def _no_payload(saga: SagaRecord, event: str) -> Mapping[str, Any]:
-    del saga, event
+def _no_payload(engine: Engine, saga: SagaRecord, event: str) -> Mapping[str, Any]:
+    del engine, saga, event
     return {}
 
 
@@ -57,7 +65,7 @@ class SagaType:
     """
     A machine registered with the runtime, with its hooks and job settings.
 
-    ``timeout_payload(saga, event)`` builds the payload of a timeout event;
+    ``timeout_payload(engine, saga, event)`` builds the payload of a timeout event;
     it runs outside any transaction, so it may ask the outside world first.
     """
 
@@ -383,7 +391,12 @@ def fire_in(
     )
     tx.run("drop_pending_timers", saga_id=saga_id, kind=TIMER_KIND)
     for hook in saga_type.hooks:
-        hook.on_transition(tx, before, after, transition)
+        hook.on_transition(
+            tx,
+            before,
+            after,
+            Change(transition=transition, payload=payload, actor=actor, cause=cause),
+        )
     _enter(tx, saga_type, after, target)
     return Fired(saga=after, transition=transition)
 

@@ -73,6 +73,7 @@ def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]])
         worker = Worker(
             engine.db,
             build_handlers(engine, options.app),
+            pollers=engine.pollers(),
             batch=options.batch,
             lease_seconds=options.lease_seconds,
             poll_interval=options.poll_interval,

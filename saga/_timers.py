@@ -39,7 +39,8 @@ def timer_kind(engine: Engine) -> JobKind:
         if saga.version == version:
             # Outside any transaction: the saga kind may ask the outside
             # world first (the purchase asks its payment provider).
-            payload = registry.get(saga.kind, saga.definition_version).timeout_payload(saga, event)
+            saga_type = registry.get(saga.kind, saga.definition_version)
+            payload = saga_type.timeout_payload(engine, saga, event)
         return Apply(
             lambda tx: fire_timeout_in(
                 tx, registry, saga_id, version=version, event=event, payload=payload

@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
 
     from saga._db import Database, Tx
+    from saga._pollers import Poller
 
 log = structlog.get_logger(__name__)
 
@@ -98,6 +99,7 @@ class Worker:
         queues: Sequence[str] | None = None,
         listen: bool = True,
         name: str | None = None,
+        pollers: Sequence[Poller] = (),
     ) -> None:
         if batch < 1 or lease_seconds <= 0 or poll_interval <= 0:
             msg = "batch, lease_seconds and poll_interval must be positive"
@@ -114,6 +116,7 @@ class Worker:
         self.poll_interval = poll_interval
         self.listen = listen and db.dialect == "postgres"
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.pollers = tuple(pollers)
         self.report = WorkerReport()
         # Expired leases appear a lease after a crash: looking for them on
         # every claim would cost two statements per batch for nothing.
@@ -141,7 +144,7 @@ class Worker:
         self._log.info("worker_started", kinds=self.kinds, burst=burst, batch=self.batch)
         with self._heartbeat(), self._listener() as wait:
             while not self.stopping:
-                if self.run_once():
+                if self.run_once() + self._poll():
                     continue
                 if burst:
                     break
@@ -169,11 +172,28 @@ class Worker:
             self._process(jobs)
         return len(jobs)
 
+    def _poll(self) -> int:
+        done = 0
+        for poller in self.pollers:
+            try:
+                done += poller.poll()
+            except Exception as exc:  # noqa: BLE001 - a poller's failure must not stop the jobs
+                self._log.warning(
+                    "poller_failed", poller=type(poller).__name__, error=error_text(exc)
+                )
+        return done
+
     def _idle_timeout(self) -> float:
-        due_in = self.queue.next_due_in(self.kinds)
-        if due_in is None:
-            return self.poll_interval
-        return max(0.0, min(self.poll_interval, due_in))
+        waits = [self.queue.next_due_in(self.kinds)]
+        for poller in self.pollers:
+            try:
+                waits.append(poller.next_due_in())
+            except Exception as exc:  # noqa: BLE001 - the poll interval is the fallback
+                self._log.debug(
+                    "poller_unavailable", poller=type(poller).__name__, error=error_text(exc)
+                )
+        due = [wait for wait in waits if wait is not None]
+        return max(0.0, min([self.poll_interval, *due]))
 
     # -- running jobs ------------------------------------------------------------
 

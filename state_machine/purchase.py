@@ -81,6 +81,7 @@ STATES: Final = (
     State(
         "confirmed",
         terminal=True,
+        actions=("grant_access",),
         meta={"seat": SEAT_TAKEN},
         description="paid, amount and currency verified; access granted",
     ),
@@ -93,11 +94,13 @@ STATES: Final = (
     State(
         "cancelled",
         terminal=True,
+        actions=("cancel_payment",),
         meta={"seat": SEAT_FREE},
         description="payment declined or abandoned before success",
     ),
     State(
         "refund_pending",
+        actions=("refund", "revoke_access"),
         meta={"seat": SEAT_FREE},
         description="money must go back; the refund has a stable key",
     ),

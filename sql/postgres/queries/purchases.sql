@@ -51,3 +51,71 @@ ORDER BY i.id;
 -- The purchase through which a student holds or has a seat of an intensive, if any.
 SELECT saga_id FROM purchases
 WHERE intensive_id = :intensive_id AND student_id = :student_id AND seat <> 'free';
+
+-- name: record_payment_intent
+-- Write the payment intent before calling the provider; an existing one stays.
+INSERT INTO payments (saga_id, key, amount_minor, currency, method)
+VALUES (:saga_id, :key, :amount_minor, :currency, :method)
+ON CONFLICT (saga_id) DO NOTHING;
+
+-- name: get_payment
+-- A purchase's payment intent and what the provider said about it.
+SELECT saga_id, key, amount_minor, currency, method, status, provider_ref, charged_minor,
+       charged_currency, created_at, updated_at
+FROM payments WHERE saga_id = :saga_id;
+
+-- name: payment_by_ref
+-- The payment the provider knows under its own id.
+SELECT saga_id, key, amount_minor, currency, method, status, provider_ref, charged_minor,
+       charged_currency, created_at, updated_at
+FROM payments WHERE provider_ref = :provider_ref;
+
+-- name: record_payment_answer
+-- What the provider said; a success is never overwritten by an older failure.
+UPDATE payments
+SET status = CASE WHEN status = 'succeeded' AND :status <> 'succeeded' THEN status
+                  ELSE :status END,
+    provider_ref = coalesce(provider_ref, :provider_ref),
+    charged_minor = coalesce(:charged_minor, charged_minor),
+    charged_currency = coalesce(:charged_currency, charged_currency),
+    updated_at = clock_timestamp()
+WHERE saga_id = :saga_id;
+
+-- name: set_payment_outcome
+-- A reconciliation settled what happened to the payment.
+UPDATE payments SET status = :status, updated_at = clock_timestamp() WHERE saga_id = :saga_id;
+
+-- name: record_refund_intent
+-- Write the refund intent before calling the provider; one per payment.
+INSERT INTO refunds (saga_id, payment_key, key, amount_minor, currency, reason)
+VALUES (:saga_id, :payment_key, :key, :amount_minor, :currency, :reason)
+ON CONFLICT (saga_id) DO NOTHING;
+
+-- name: get_refund
+-- A purchase's refund.
+SELECT saga_id, payment_key, key, amount_minor, currency, status, provider_ref, reason,
+       created_at, updated_at
+FROM refunds WHERE saga_id = :saga_id;
+
+-- name: refund_by_ref
+-- The refund the provider knows under its own id.
+SELECT saga_id, payment_key, key, amount_minor, currency, status, provider_ref, reason,
+       created_at, updated_at
+FROM refunds WHERE provider_ref = :provider_ref;
+
+-- name: record_refund_answer
+-- What the provider said about a refund; a success is never overwritten.
+UPDATE refunds
+SET status = CASE WHEN status = 'succeeded' THEN status ELSE :status END,
+    provider_ref = coalesce(provider_ref, :provider_ref), updated_at = clock_timestamp()
+WHERE saga_id = :saga_id;
+
+-- name: grant_access
+-- Give a confirmed purchase's student access; once.
+INSERT INTO access_grants (saga_id, student_id) VALUES (:saga_id, :student_id)
+ON CONFLICT (saga_id) DO NOTHING;
+
+-- name: revoke_access
+-- Take access back from a refunded purchase.
+UPDATE access_grants SET revoked_at = coalesce(revoked_at, clock_timestamp())
+WHERE saga_id = :saga_id;
