@@ -8,6 +8,7 @@ each state's ``meta["seat"]`` says whether that seat is held, taken or free.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -136,6 +137,9 @@ class Purchase:
     created_at: datetime
     updated_at: datetime
     history: tuple[TransitionRecord, ...] = ()
+    payment: dict[str, Any] | None = None
+    refund: dict[str, Any] | None = None
+    reconciliation: dict[str, Any] | None = None
 
     @classmethod
     def from_row(cls, row: RowMapping, history: tuple[TransitionRecord, ...] = ()) -> Purchase:
@@ -180,15 +184,52 @@ class Purchase:
                 if self.deadline_at is not None
                 else None
             ),
-            "payment": None,
-            "refund": None,
-            "reconciliation": None,
+            "payment": self.payment,
+            "refund": self.refund,
+            "reconciliation": self.reconciliation,
             "created_at": iso(self.created_at),
             "updated_at": iso(self.updated_at),
         }
         if with_history:
             out["history"] = [entry.to_json() for entry in self.history]
         return out
+
+
+def _with_trail(tx: Tx, purchase: Purchase) -> Purchase:
+    """The purchase with its payment, refund and latest reconciliation item."""
+    payment = tx.one("get_payment", saga_id=purchase.id)
+    refund = tx.one("get_refund", saga_id=purchase.id)
+    item = tx.one("latest_recon_item_of_saga", saga_id=purchase.id)
+    return dataclasses.replace(
+        purchase,
+        payment=None
+        if payment is None
+        else {
+            "payment_id": payment["provider_ref"],
+            "key": payment["key"],
+            "status": payment["status"],
+            "charged_minor": payment["charged_minor"],
+        },
+        refund=None
+        if refund is None
+        else {
+            "refund_id": refund["provider_ref"],
+            "key": refund["key"],
+            "status": refund["status"],
+            "amount_minor": refund["amount_minor"],
+        },
+        reconciliation=None
+        if item is None
+        else {
+            "id": item["id"],
+            "status": item["status"],
+            "reason": item["reason"],
+            "owner": item["owner"],
+            "next_check_at": iso(maybe_utc(item["next_check_at"])),
+            "attempts": int(item["attempts"]),
+            "version": int(item["version"]),
+        },
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -273,7 +314,7 @@ class Purchases:
             row = tx.one("get_purchase", saga_id=saga_id)
             if row is None:
                 raise NotFound(kind="purchase", key=saga_id)
-            return Purchase.from_row(row, tuple(history_in(tx, saga_id)))
+            return _with_trail(tx, Purchase.from_row(row, tuple(history_in(tx, saga_id))))
 
         return self.db.transaction(work, write=False)
 
@@ -286,13 +327,12 @@ class Purchases:
         if intensive_id is not None:
             _validation.identifier("intensive_id", intensive_id)
         limit = _validation.whole_number("limit", limit, minimum=1, maximum=LIST_MAX)
-        rows = self.db.transaction(
-            lambda tx: tx.all(
-                "list_purchases", state=state, intensive_id=intensive_id, limit=limit
-            ),
-            write=False,
-        )
-        return [Purchase.from_row(row) for row in rows]
+
+        def work(tx: Tx) -> list[Purchase]:
+            rows = tx.all("list_purchases", state=state, intensive_id=intensive_id, limit=limit)
+            return [_with_trail(tx, Purchase.from_row(row)) for row in rows]
+
+        return self.db.transaction(work, write=False)
 
     def cancel(self, saga_id: str, *, reason: str, actor: str = "operator") -> Fired:
         """

@@ -11,7 +11,7 @@ from saga import NewJob
 from saga._backoff import Backoff
 from saga._handlers import Apply, Handlers, JobKind
 from saga._queue import Queue
-from saga._supervisor import builtin_handlers
+from saga._timers import timer_kind
 from saga._worker import Worker
 from steps.errors import OutcomeUnknown, PermanentError, TransientError
 from tests.helpers import expire_lease, make_due, rows, scalar
@@ -222,15 +222,17 @@ class TestTimers:
         """When the hold deadline is due, a worker fires it; a second worker finds nothing."""
         timer = f"timer:{purchase.id}:1"
         make_due(engine, timer)
-        handlers = builtin_handlers(engine)
-        first = Worker(engine.db, handlers, listen=False)
-        second = Worker(engine.db, handlers, listen=False)
+        timers = Handlers([timer_kind(engine)])
+        first = Worker(engine.db, timers, listen=False)
+        second = Worker(engine.db, timers, listen=False)
         assert 1 == first.run_once()
         assert 0 == second.run_once()
         history = engine.purchases.get(purchase.id).history
+        # No payment was requested yet: the provider has nothing, the hold expires.
         assert [("start", "api"), ("hold_expired", "timer")] == [
             (h.event, h.actor) for h in history
         ]
+        assert "expired" == engine.purchases.get(purchase.id).state
 
     def test_timer_of_an_old_version_does_nothing(self, engine, purchase):
         """A timer set for a version the saga has left is a no-op, not a late transition."""
@@ -252,6 +254,6 @@ class TestTimers:
                 payload={"saga_id": purchase.id, "version": 1, "event": "hold_expired"},
             )
         )
-        Worker(engine.db, builtin_handlers(engine), listen=False).run_once()
+        Worker(engine.db, Handlers([timer_kind(engine)]), listen=False).run_once()
         assert "confirmed" == engine.purchases.get(purchase.id).state
         assert "saga moved on" in Queue(engine.db).result(timer)["skipped"]
