@@ -54,4 +54,14 @@ def _collect(tx: Tx) -> dict[str, Any]:
             "oldest_in_state_s": round(float(row["oldest_in_state_s"] or 0), 3),
             "mean_in_state_s": round(float(row["mean_in_state_s"] or 0), 3),
         }
-    return {"queues": dict(sorted(queues.items())), "sagas": sagas, "saga_kinds": kinds}
+    backlog = tx.one("recon_backlog")
+    reconciliation = {
+        "open": int(backlog["open"]) if backlog else 0,
+        "oldest_age_s": round(float(backlog["oldest_age_s"] or 0), 3) if backlog else 0.0,
+    }
+    return {
+        "queues": dict(sorted(queues.items())),
+        "reconciliation": reconciliation,
+        "sagas": sagas,
+        "saga_kinds": kinds,
+    }

@@ -23,7 +23,7 @@ EXIT_CONFLICT: Final = 3
 EXIT_NOT_FOUND: Final = 4
 
 Handler = Callable[[argparse.Namespace, "Output"], int]
-_GLOBAL_FLAGS: Final = {"db": "--db"}
+_GLOBAL_FLAGS: Final = {"db": "--db", "sandbox_db": "--sandbox-db"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,13 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
         metavar="URL",
         default=default,
         help="database URL (default: $SAGA_DATABASE_URL, else sqlite:///saga.db)",
+    )
+    parser.add_argument(
+        "--sandbox-db",
+        metavar="URL",
+        default=default,
+        help="the sandbox payment provider's database (default: $SAGA_SANDBOX_DATABASE_URL, "
+        "else derived from --db)",
     )
     parser.add_argument(
         "--json",
@@ -118,7 +125,11 @@ def _cell(value: object) -> str:
 
 def open_engine(args: argparse.Namespace, *, check_schema: bool = True) -> Engine:
     """The engine on ``--db`` (or the default database)."""
-    return Engine(default_url() if args.db is None else args.db, check_schema=check_schema)
+    return Engine(
+        default_url() if args.db is None else args.db,
+        sandbox_url=getattr(args, "sandbox_db", None),
+        check_schema=check_schema,
+    )
 
 
 def configure_logging(level: str) -> None:

@@ -204,6 +204,9 @@ def _stats_command(args: argparse.Namespace, out: Output) -> int:
             for name, q in figures["queues"].items()
         ),
     )
+    backlog = figures["reconciliation"]
+    out.line()
+    out.line(f"reconciliation: {backlog['open']} open, oldest {backlog['oldest_age_s']} s")
     out.line()
     out.table(("SAGA STATE", "COUNT"), sorted(figures["sagas"].items()))
     return EXIT_OK
