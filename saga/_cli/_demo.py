@@ -1,87 +1,144 @@
-"""``saga demo``: a short scripted purchase scenario on the embedded default."""
+"""``saga demo``: the main job, many purchases with faults, a report, the invariants."""
 
 from __future__ import annotations
 
-import secrets
-from collections import Counter
+import sys
 from typing import TYPE_CHECKING, Any
 
-from saga._cli._common import EXIT_OK, Command, Output, add_common_options, open_engine
-from saga.exceptions import ConflictError
+from tqdm import tqdm
+
+from saga._cli._common import (
+    EXIT_ERROR,
+    EXIT_OK,
+    Command,
+    Output,
+    add_common_options,
+    open_engine,
+    whole,
+)
+from saga._demo import run_demo
+from saga.exceptions import InvalidInput
 
 if TYPE_CHECKING:
     import argparse
-
-    from saga._engine import Engine
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
     """Add ``demo``."""
     demo = subparsers.add_parser(
-        "demo", help="run a short purchase scenario and report seats and states"
+        "demo", help="many purchases with faults through worker processes, then a report"
+    )
+    demo.add_argument(
+        "--purchases",
+        type=whole,
+        default=1000,
+        metavar="N",
+        help="purchases to make (default 1000)",
+    )
+    demo.add_argument(
+        "--workers", type=whole, default=3, metavar="K", help="worker processes (default 3)"
+    )
+    demo.add_argument(
+        "--seed",
+        type=whole,
+        metavar="S",
+        help="seed of the purchase mix (default: random; printed in the report)",
     )
     add_common_options(demo, top_level=False)
-    return {"demo": Command(_demo)}
+    return {"demo": Command(_demo, {"purchases": "--purchases", "workers": "--workers"})}
 
 
 def _demo(args: argparse.Namespace, out: Output) -> int:
-    run = secrets.token_hex(3)
-    steps: list[str] = []
-    with open_engine(args) as engine:
-        report = _scenario(engine, run, steps)
+    if not 1 <= args.purchases <= 100_000:
+        raise InvalidInput(field="purchases", problem="must be between 1 and 100000")
+    if not 1 <= args.workers <= 64:
+        raise InvalidInput(field="workers", problem="must be between 1 and 64")
+    with (
+        open_engine(args, check_schema=False) as engine,
+        tqdm(
+            total=args.purchases,
+            unit="purchase",
+            desc="settled",
+            file=sys.stderr,
+            disable=not sys.stderr.isatty() and out.as_json,
+        ) as bar,
+    ):
+
+        def progress(settled: int, total: int) -> None:
+            bar.total = total
+            bar.n = settled
+            bar.refresh()
+
+        report = run_demo(
+            engine,
+            purchases=args.purchases,
+            workers=args.workers,
+            seed=args.seed,
+            progress=progress,
+        )
     if out.as_json:
         out.json(report)
-        return EXIT_OK
-    for step in steps:
-        out.line(step)
+    else:
+        _print(out, report)
+    return EXIT_OK if report["verify"]["ok"] and report["settled"] else EXIT_ERROR
+
+
+def _print(out: Output, report: dict[str, Any]) -> None:
+    purchases = report["purchases"]
+    out.line(
+        f"demo run {report['run']} (seed {report['seed']}, {report['workers']} workers): "
+        f"{purchases['accepted']} purchases accepted of {purchases['planned']} in "
+        f"{report['seconds']} s ({report['purchases_per_second']} purchases/s)"
+    )
+    refused = ", ".join(f"{n} {why}" for why, n in purchases["refused"].items()) or "none"
+    out.line(
+        f"  refused: {refused}; same operation id retried {purchases['retried_same_operation_id']}"
+        f" times (same purchase back); {purchases['cancelled_after_paying']} cancelled "
+        "after paying"
+    )
     out.line()
-    out.line(f"intensive {report['intensive']['id']}: {report['intensive']['seats']}")
-    out.line(f"purchases by state: {report['states']}")
-    return EXIT_OK
-
-
-def _scenario(engine: Engine, run: str, steps: list[str]) -> dict[str, Any]:
-    intensive_id = f"demo-{run}-js"
-    intensive, _ = engine.catalogue.add(intensive_id, seats=3, price="49.00", currency="EUR")
-    steps.append(f"added intensive {intensive_id}: 3 seats at 49.00 EUR")
-    purchases: dict[str, str] = {}
-    for n in range(1, 6):
-        student = f"student-{n}"
-        try:
-            started = engine.purchases.start(
-                operation_id=f"demo-{run}-op-{n}", intensive_id=intensive_id, student_id=student
-            )
-        except ConflictError as exc:
-            steps.append(f"{student}: refused ({exc.message})")
-            continue
-        purchases[student] = started.purchase.id
-        steps.append(f"{student}: seat held by purchase {started.purchase.id}")
-    again = engine.purchases.start(
-        operation_id=f"demo-{run}-op-1", intensive_id=intensive_id, student_id="student-1"
+    out.line("purchases by final state:")
+    for state, count in purchases["by_state"].items():
+        out.line(f"  {state:<22}{count:>6}")
+    out.line()
+    out.line("by payment method:")
+    for method, states in purchases["by_payment_method"].items():
+        out.line(f"  {method:<26}" + ", ".join(f"{s} {n}" for s, n in states.items()))
+    out.line()
+    out.table(
+        ("INTENSIVE", "CAPACITY", "HELD", "TAKEN", "FREE"),
+        (
+            (s["id"], s["capacity"], s["seats"]["held"], s["seats"]["taken"], s["seats"]["free"])
+            for s in report["seats"]
+        ),
     )
-    steps.append(f"student-1 retries the same operation id: same purchase ({again.purchase.id})")
-    try:
-        engine.purchases.start(
-            operation_id=f"demo-{run}-op-1", intensive_id=intensive_id, student_id="student-9"
+    money = report["money"]
+    out.line()
+    out.line(
+        f"money: charges {money['charges']}, {money['charged_minor'] / 100:.2f} EUR charged; "
+        f"refunds {money['refunds']}, {money['refunded_minor'] / 100:.2f} EUR refunded"
+    )
+    recon = report["reconciliation"]
+    waiting = recon["waiting_for_an_operator"]
+    out.line(
+        f"reconciliation: {recon['opened']} items opened, "
+        f"{recon['resolved_automatically']} settled by the checker, "
+        f"{len(waiting)} waiting for an operator:"
+    )
+    for item in waiting[:20]:
+        out.line(
+            f"  {item['id']}  purchase {item['saga_id']}  {item['reason']}  (owner {item['owner']})"
         )
-    except ConflictError as exc:
-        steps.append(f"operation id reused for another student: conflict ({exc.message})")
-    paid = {"amount_minor": intensive.price_minor, "currency": intensive.currency}
-    engine.sagas.fire(purchases["student-1"], "payment_succeeded", payload=paid, actor="demo")
-    steps.append("student-1 pays: confirmed, seat taken")
-    engine.sagas.fire(purchases["student-2"], "payment_failed", actor="demo", cause="declined")
-    steps.append("student-2's payment is declined: cancelled, seat freed")
-    started = engine.purchases.start(
-        operation_id=f"demo-{run}-op-4", intensive_id=intensive_id, student_id="student-4"
-    )
-    steps.append(
-        f"student-4 retries its operation id: the freed seat is held ({started.purchase.state})"
-    )
-    engine.purchases.cancel(purchases["student-1"], reason="demo: changed plans", actor="demo")
-    steps.append("student-1 cancels after paying: refund pending, seat freed")
-    states = Counter(p.state for p in engine.purchases.list(intensive_id=intensive_id))
-    return {
-        "intensive": engine.catalogue.get(intensive_id).to_json(),
-        "states": dict(sorted(states.items())),
-        "steps": steps,
-    }
+    if len(waiting) > 20:
+        out.line(f"  … and {len(waiting) - 20} more: saga recon list")
+    out.line()
+    verdict = report["verify"]
+    out.line("saga verify: " + ("all invariants hold" if verdict["ok"] else "INVARIANTS BROKEN"))
+    for invariant in verdict["invariants"]:
+        mark = "ok  " if not invariant["violations"] else "FAIL"
+        out.line(
+            f"  {mark} {invariant['name']:<26} checked {invariant['checked']:>6}, "
+            f"violations {invariant['violations']}"
+        )
+    if not report["settled"]:
+        out.line("the run did not settle before its time limit")

@@ -119,3 +119,11 @@ ON CONFLICT (saga_id) DO NOTHING;
 -- Take access back from a refunded purchase.
 UPDATE access_grants SET revoked_at = coalesce(revoked_at, clock_timestamp())
 WHERE saga_id = :saga_id;
+
+-- name: purchase_progress
+-- The state of every purchase of these intensives, with the owner of its open item.
+SELECT s.id, s.state, r.owner
+FROM purchases p
+JOIN sagas s ON s.id = p.saga_id
+LEFT JOIN recon_items r ON r.saga_id = s.id AND r.status = 'open'
+WHERE p.intensive_id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:intensive_ids AS jsonb))));
