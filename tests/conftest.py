@@ -70,8 +70,10 @@ class PostgresSchema:
         self.url = f"{POSTGRES_URL}{separator}options={options}"
 
     def drop(self) -> None:
+        """Drop the schema and the sandbox provider's schema derived from it."""
         with psycopg.connect(_libpq_url(POSTGRES_URL), autocommit=True) as conn:
             conn.execute(f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE')
+            conn.execute(f'DROP SCHEMA IF EXISTS "{self.name}_sandbox" CASCADE')
 
 
 @pytest.fixture

@@ -146,6 +146,12 @@ class TestClaim:
         make_due(engine, "export-1")
         assert ["export-1"] == [job.id for job in queue.claim(KINDS, batch=10)]
 
+    def test_next_due_is_none_when_nothing_is_pending(self, queue):
+        """An empty queue is not "due now": idle workers must sleep, not spin."""
+        assert queue.next_due_in(KINDS) is None
+        queue.enqueue(export("JavaScript", delay_seconds=3600))
+        assert 3500 < queue.next_due_in(KINDS) <= 3600
+
     def test_claim_only_takes_kinds_it_can_run(self, queue):
         """Jobs of kinds the worker has no handler for stay pending."""
         queue.enqueue(export("JavaScript"))

@@ -104,3 +104,8 @@ def test_queries_never_format_values():
     for dialect in DIALECTS:
         for query in queries(dialect).values():
             assert not re.search(r"\{[a-z_]*\}|%s|%\(", query.sql), query.name
+
+
+def test_sandbox_queries_match_across_dialects():
+    """The sandbox provider answers the same named queries on both dialects."""
+    assert set(queries("postgres", "sandbox")) == set(queries("sqlite", "sandbox"))

@@ -228,7 +228,9 @@ RETURNING j.id;
 
 -- name: next_due_in
 -- Seconds until the next pending job of these kinds is due (NULL: none).
-SELECT GREATEST(0, EXTRACT(EPOCH FROM min(available_at) - clock_timestamp()))
+-- (GREATEST ignores NULL: without the CASE an empty queue would read "due now".)
+SELECT CASE WHEN min(available_at) IS NULL THEN NULL
+            ELSE GREATEST(0, EXTRACT(EPOCH FROM min(available_at) - clock_timestamp())) END
 FROM jobs
 WHERE state = 'pending' AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))));
 

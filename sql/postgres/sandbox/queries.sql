@@ -79,7 +79,9 @@ UPDATE sandbox_webhooks SET delivered_at = clock_timestamp(), lease_until = NULL
 
 -- name: next_webhook_in
 -- Seconds until the next undelivered webhook is due (NULL: none).
-SELECT GREATEST(0, EXTRACT(EPOCH FROM min(deliver_at) - clock_timestamp()))
+-- (GREATEST ignores NULL: without the CASE no webhook would read "due now".)
+SELECT CASE WHEN min(deliver_at) IS NULL THEN NULL
+            ELSE GREATEST(0, EXTRACT(EPOCH FROM min(deliver_at) - clock_timestamp())) END
 FROM sandbox_webhooks WHERE delivered_at IS NULL;
 
 -- name: ledger_charges
