@@ -363,11 +363,15 @@ class Worker:
             conn.execute(f"LISTEN {CHANNEL}")
 
             def wait(timeout: float) -> None:
-                if timeout <= 0 or self.stopping:
-                    return
-                # Wake on the first notification, or poll after the timeout.
-                for _ in conn.notifies(timeout=timeout, stop_after=1):
-                    pass
+                # Wake on the first notification, or poll after the timeout; wait in
+                # slices so that a stop request (a signal) is seen within a second.
+                deadline = time.monotonic() + timeout
+                while not self.stopping:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return
+                    if any(True for _ in conn.notifies(timeout=min(1.0, remaining), stop_after=1)):
+                        return
 
             yield wait
         finally:

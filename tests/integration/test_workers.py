@@ -79,8 +79,14 @@ def wait_until(predicate, timeout=60.0, interval=0.1):
 
 
 def stop(process):
+    """SIGTERM, and the exit code and output; a worker that does not stop is killed."""
     process.send_signal(signal.SIGTERM)
-    out, err = process.communicate(timeout=60)
+    try:
+        out, err = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        out, err = process.communicate()
+        return "did not stop on SIGTERM", out, err
     return process.returncode, out, err
 
 
@@ -156,7 +162,7 @@ def test_sigterm_lets_the_running_job_finish(engine, db_url, tmp_path):
 
 
 @pytest.mark.slow
-def test_postgres_workers_wake_on_notify(engine, postgres_url):
+def test_postgres_workers_wake_on_notify(postgres_url):
     """With a 60 s poll interval, a new job is still picked up at once: LISTEN/NOTIFY."""
     with Engine(postgres_url, check_schema=False) as setup:
         setup.upgrade()
