@@ -252,7 +252,11 @@ def _report(
     engine: Engine, plan: Plan, outcome: Outcome, *, seed: int, workers: int
 ) -> dict[str, Any]:
     mine = set(outcome.accepted.values())
-    purchases = [p for p in engine.purchases.list(limit=10_000) if p.id in mine]
+    purchases = [
+        purchase
+        for intensive in plan.intensives
+        for purchase in engine.purchases.list(intensive_id=intensive, limit=10_000)
+    ]
     states = Counter(p.state for p in purchases)
     methods = {op: method for op, _, _, method in plan.purchases}
     by_method: dict[str, Counter[str]] = {}
@@ -261,7 +265,7 @@ def _report(
     ledger = engine.sandbox.ledger()
     charges = [c for c in ledger["charges"] if c["reference"] in mine]
     refunds = [r for r in ledger["refunds"] if r["reference"] in mine]
-    items = [i for i in engine.recon.find(status=None, limit=10_000) if i.saga_id in mine]
+    items = [p.reconciliation for p in purchases if p.reconciliation is not None]
     report = verify(engine)
     return {
         "run": plan.run,
@@ -289,20 +293,11 @@ def _report(
         },
         "reconciliation": {
             "opened": len(items),
-            "resolved_automatically": sum(1 for i in items if i.resolved_by == "checker"),
-            "resolved_by_operators": sum(
-                1 for i in items if (i.resolved_by or "").startswith("operator:")
-            ),
+            "settled_automatically": sum(1 for i in items if i["status"] == "resolved"),
             "waiting_for_an_operator": [
-                {
-                    "id": i.id,
-                    "saga_id": i.saga_id,
-                    "reason": i.reason,
-                    "owner": i.owner,
-                    "evidence": i.evidence.get("opened_by", {}).get("payload", {}),
-                }
-                for i in items
-                if i.status == "open"
+                {"id": i["id"], "saga_id": p.id, "reason": i["reason"], "owner": i["owner"]}
+                for p in purchases
+                if (i := p.reconciliation) is not None and i["status"] == "open"
             ],
         },
         "settled": outcome.settled,

@@ -119,7 +119,21 @@ def deliver_in(tx: Tx, registry: Registry, event: ProviderEvent, *, source: str)
     )
     if claimed is None:
         seen = tx.one("get_inbox_event", event_id=event.event_id)
-        if seen is not None and seen["digest"] == fingerprint:
+        if seen is None or seen["digest"] != fingerprint:
+            tx.run(
+                "insert_inbox_conflict",
+                event_id=event.event_id,
+                digest=fingerprint,
+                payload=dump_json(payload),
+            )
+            return Delivery(
+                event.event_id,
+                "conflict",
+                None if seen is None else seen["saga_id"],
+                conflict=True,
+                detail="the same event id arrived before with other content; recorded, not applied",
+            )
+        if seen["outcome"] != "unmatched":
             return Delivery(
                 event.event_id,
                 seen["outcome"],
@@ -127,19 +141,8 @@ def deliver_in(tx: Tx, registry: Registry, event: ProviderEvent, *, source: str)
                 duplicate=True,
                 detail=seen["detail"],
             )
-        tx.run(
-            "insert_inbox_conflict",
-            event_id=event.event_id,
-            digest=fingerprint,
-            payload=dump_json(payload),
-        )
-        return Delivery(
-            event.event_id,
-            "conflict",
-            None if seen is None else seen["saga_id"],
-            conflict=True,
-            detail="the same event id arrived before with other content; recorded, not applied",
-        )
+        # Seen before, but no purchase knew the payment then (the event
+        # overtook the provider's answer): match it again now.
     saga_id = _find_purchase(tx, event)
     if saga_id is None:
         unmatched = f"no purchase knows payment {event.payment_id}"

@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
+from saga._codec import as_utc
 from saga._faults import crash_point
-from saga._handlers import Apply, JobKind
+from saga._handlers import Apply, JobKind, classify_error, error_text
 from saga._jobs import NewJob, enqueue_in
+from saga._queue import fence_in
 from saga._recon import (
     CHECKER,
     OPERATORS,
@@ -28,8 +30,9 @@ from saga._recon import (
     record_observation,
     schedule_check,
 )
+from saga._records import SagaRecord
 from saga._sagas import fire_in, get_in
-from saga.exceptions import TransitionNotAllowed
+from saga.exceptions import NotFound, TransitionNotAllowed
 from steps import OutcomeUnknown, ProviderPayment, StepError, TransientError
 from steps.purchase import payment_evidence, payment_key, read_payment, refund_key
 
@@ -41,8 +44,8 @@ if TYPE_CHECKING:
     from saga._db import Tx
     from saga._engine import Engine
     from saga._queue import Job
-    from saga._records import SagaRecord
     from steps import PaymentProvider, ProviderRefund
+    from steps.errors import ErrorClass
 
 log = structlog.get_logger(__name__)
 
@@ -78,8 +81,8 @@ class PurchaseSteps:
 
         return [
             kind("request_payment", self.request_payment, on_unknown=self.payment_unknown),
-            kind("check_payment", self.check_payment),
-            kind("cancel_payment", self.cancel_payment),
+            kind("check_payment", self.check_payment, classify=_asking_again_is_safe),
+            kind("cancel_payment", self.cancel_payment, classify=_asking_again_is_safe),
             kind("grant_access", self.grant_access),
             kind("revoke_access", self.revoke_access),
             kind("refund", self.refund, on_unknown=self.refund_unknown),
@@ -91,7 +94,7 @@ class PurchaseSteps:
     def request_payment(self, job: Job) -> Any:
         """Write the intent, ask the provider to charge under its key, record the answer."""
         saga_id = str(job.payload["saga_id"])
-        intent = self.db.transaction(lambda tx: _record_intent(tx, saga_id))
+        intent = self.db.transaction(lambda tx: _record_intent(tx, saga_id, job))
         if intent is None:
             return {"skipped": "the purchase no longer waits for a payment request"}
         crash_point("request_payment.before_call")
@@ -133,6 +136,10 @@ class PurchaseSteps:
             payment = self.provider.cancel_payment(key=intent["key"]) or payment
         if payment is None:
             return {"reading": "not_paid", "found": False}
+        if payment.status == "pending" and job.payload.get("late"):
+            # Still in flight after a cancellation request: look again later.
+            msg = f"payment {payment.payment_id} is still pending"
+            raise TransientError(msg)
         return Apply(lambda tx: self._payment_answer(tx, saga_id, payment, cause="status check"))
 
     def cancel_payment(self, job: Job) -> Any:
@@ -183,7 +190,9 @@ class PurchaseSteps:
         saga_id = str(job.payload["saga_id"])
 
         def grant(tx: Tx) -> dict[str, Any]:
-            saga = get_in(tx, saga_id)
+            saga = _locked(tx, saga_id)
+            if saga.state != "confirmed":  # late: the money is already going back
+                return {"skipped": f"purchase is {saga.state}"}
             tx.run("grant_access", saga_id=saga_id, student_id=saga.data["student_id"])
             return {"granted": saga_id}
 
@@ -213,7 +222,9 @@ class PurchaseSteps:
             )
         amount = int(charge.charged_minor or 0)
         intent = self.db.transaction(
-            lambda tx: _record_refund_intent(tx, saga_id, payment, amount, charge.currency)
+            lambda tx: _record_refund_intent(
+                tx, job, payment, amount=amount, currency=charge.currency
+            )
         )
         if intent is None:
             return {"skipped": "the purchase no longer waits for a refund"}
@@ -300,8 +311,8 @@ class PurchaseSteps:
                 currency=str(saga.data["currency"]),
             )
             return {"by": CHECKER, "reading": reading, "payment": dict(payment_evidence(payment))}
-        except (OutcomeUnknown, TransientError) as exc:
-            return {"by": CHECKER, "reading": "unknown", "error": exc.message}
+        except Exception as exc:  # noqa: BLE001 - no answer is "unknown": check again later
+            return {"by": CHECKER, "reading": "unknown", "error": error_text(exc)}
 
     def _settle_check(self, tx: Tx, seen: ReconItem, observation: dict[str, Any]) -> dict[str, Any]:
         item = get_item_in(tx, seen.id, lock=True)
@@ -398,6 +409,46 @@ class PurchaseSteps:
         )
 
 
+def _asking_again_is_safe(exc: BaseException) -> ErrorClass:
+    """A status question or a cancellation may be repeated: its unknown is transient."""
+    return "transient" if isinstance(exc, OutcomeUnknown) else classify_error(exc)
+
+
+class LatePaymentHook:
+    """
+    Look at the provider again after a purchase ended without a known payment.
+
+    A purchase can expire or be cancelled while its payment is pending or its
+    outcome unknown; if money arrives and no webhook says so, this check turns
+    it into a refund.  Queued in the transition's own transaction.
+    """
+
+    def __init__(self, delay_seconds: float) -> None:
+        self.delay_seconds = delay_seconds
+
+    def on_create(self, tx: Tx, saga: SagaRecord) -> None:
+        """Nothing to do for a new purchase."""
+
+    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Any) -> None:
+        """Queue a late check when a purchase ends with its payment unsettled."""
+        if after.state not in ("expired", "cancelled"):
+            return
+        payment = tx.one("get_payment", saga_id=after.id)
+        if payment is None or payment["status"] not in ("intent", "pending", "unknown"):
+            return
+        enqueue_in(
+            tx,
+            NewJob(
+                id=f"step:{after.id}:{after.version}:check_payment:late",
+                queue=QUEUE,
+                kind="purchase.check_payment",
+                payload={"saga_id": after.id, "late": True},
+                saga_id=after.id,
+                delay_seconds=self.delay_seconds,
+            ),
+        )
+
+
 # What an automatic check may settle on its own, by subject and reading.
 _CHECKER_OUTCOMES: Final = {
     ("payment", "paid"): "paid",
@@ -407,10 +458,24 @@ _CHECKER_OUTCOMES: Final = {
 }
 
 
-def _record_intent(tx: Tx, saga_id: str) -> RowMapping | None:
-    saga = get_in(tx, saga_id)
-    tx.one("lock_saga", id=saga_id)
+def _locked(tx: Tx, saga_id: str) -> SagaRecord:
+    """The saga, locked first and read second (a read before the lock may be stale)."""
+    row = tx.one("lock_saga", id=saga_id)
+    if row is None:
+        raise NotFound(kind="saga", key=saga_id)
+    return SagaRecord.from_row(row)
+
+
+def _record_intent(tx: Tx, saga_id: str, job: Job) -> RowMapping | None:
+    """Write the payment intent, if this worker still owns the job and the hold still runs."""
+    if not fence_in(tx, [job]):
+        return None  # a stale worker writes nothing; its completion is refused too
+    saga = _locked(tx, saga_id)
     if saga.state != "reserved":
+        return None
+    # The hold ran out: the timer is about to expire the purchase (it may have
+    # read "no payment requested" already), so no payment may start now.
+    if saga.deadline_at is not None and saga.deadline_at <= as_utc(tx.scalar("db_now")):
         return None
     tx.run(
         "record_payment_intent",
@@ -427,10 +492,12 @@ def _record_intent(tx: Tx, saga_id: str) -> RowMapping | None:
 
 
 def _record_refund_intent(
-    tx: Tx, saga_id: str, payment: RowMapping, amount: int, currency: str
+    tx: Tx, job: Job, payment: RowMapping, *, amount: int, currency: str
 ) -> RowMapping | None:
-    saga = get_in(tx, saga_id)
-    tx.one("lock_saga", id=saga_id)
+    saga_id = str(payment["saga_id"])
+    if not fence_in(tx, [job]):
+        return None
+    saga = _locked(tx, saga_id)
     if saga.state != "refund_pending":
         return None
     tx.run(
@@ -455,7 +522,8 @@ def hold_expiry_payload(engine: Engine, saga: SagaRecord, event: str) -> dict[st
     still comes later is a late payment, refunded.  No answer: unknown, and
     the purchase goes to reconciliation.
     """
-    del event
+    if event != "hold_expired":
+        return {}
     intent = engine.db.transaction(lambda tx: tx.one("get_payment", saga_id=saga.id), write=False)
     if intent is None:
         return {"provider_status": "not_paid", "checked": "no payment was requested"}
@@ -463,8 +531,8 @@ def hold_expiry_payload(engine: Engine, saga: SagaRecord, event: str) -> dict[st
         payment = engine.provider.payment_status(key=intent["key"])
         if payment is not None and payment.status == "pending":
             payment = engine.provider.cancel_payment(key=intent["key"]) or payment
-    except (OutcomeUnknown, TransientError) as exc:
-        return {"provider_status": "unknown", "error": exc.message}
+    except Exception as exc:  # noqa: BLE001 - no answer is an unknown outcome, never "not paid"
+        return {"provider_status": "unknown", "error": error_text(exc)}
     reading = read_payment(
         payment, amount_minor=int(saga.data["amount_minor"]), currency=str(saga.data["currency"])
     )

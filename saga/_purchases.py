@@ -106,12 +106,17 @@ def _seat_of(state: str) -> str:
 
 def register(registry: Registry) -> None:
     """Register the purchase saga: seats, reconciliation items, steps, hold expiry."""
-    from saga._purchase_steps import PurchaseSteps, hold_expiry_payload  # noqa: PLC0415
-    from saga._recon import ReconHook  # noqa: PLC0415 - both import this module
+    from saga._purchase_steps import (  # noqa: PLC0415 - both import this module
+        LatePaymentHook,
+        PurchaseSteps,
+        hold_expiry_payload,
+    )
+    from saga._recon import ReconHook, ReconPolicy  # noqa: PLC0415
 
+    policy = ReconPolicy()
     registry.register(
         PURCHASE,
-        hooks=[SeatHook(), ReconHook()],
+        hooks=[SeatHook(), ReconHook(policy), LatePaymentHook(2 * policy.first_check_seconds)],
         timeout_payload=hold_expiry_payload,
         steps=lambda engine: PurchaseSteps(engine).kinds(),
     )

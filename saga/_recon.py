@@ -40,7 +40,7 @@ OPERATORS: Final = "operators"
 RECON_STATE: Final = "needs_reconciliation"
 RECONCILE_KIND: Final = "purchase.reconcile"
 Outcome = Literal["paid", "not_paid", "refund", "refunded"]
-OPERATOR_OUTCOMES: Final = ("paid", "not_paid", "refund")
+OPERATOR_OUTCOMES: Final = ("paid", "not_paid", "refund", "refunded")
 _EVENT_OF: Final = {
     "paid": "resolve_paid",
     "not_paid": "resolve_not_paid",
@@ -275,16 +275,15 @@ class ReconHook:
             reason=reason,
             saga_state=after.state,
         )
-        if outcome == "paid":
-            tx.run("set_payment_outcome", saga_id=after.id, status="succeeded")
-        elif outcome == "not_paid":
-            tx.run("set_payment_outcome", saga_id=after.id, status="failed")
+        # The payment's own status keeps what the provider said: a resolution
+        # is the operators' decision about the purchase, not a provider answer.
 
 
 _FIXED_REASONS: Final = {
     "refund_failed": "refund_declined",
     "refund_outcome_unknown": "refund_outcome_unknown",
     "payment_outcome_unknown": "payment_outcome_unknown",
+    "refund_overdue": "refund_overdue",
 }
 
 
@@ -429,7 +428,8 @@ class Reconciliation:
                 raise StaleDecision(
                     item_id=item_id, expected=version, actual=item.version, status=item.status
                 )
-            contradiction(item, outcome)
+            payment = tx.one("get_payment", saga_id=item.saga_id)
+            contradiction(item, outcome, recorded=None if payment is None else payment["status"])
             fire_in(
                 tx,
                 self.registry,
@@ -467,13 +467,23 @@ def _log_refusal(tx: Tx, *, item_id: str, operator: str, what: str, why: str) ->
         event_log(tx, item_id, f"operator:{operator}", "refused", decision=what, why=why)
 
 
-def contradiction(item: ReconItem, outcome: str) -> None:
-    """Refuse ``outcome`` if what the provider said about the item contradicts it."""
+def contradiction(item: ReconItem, outcome: str, *, recorded: str | None = None) -> None:
+    """
+    Refuse ``outcome`` if what the provider said contradicts it.
+
+    ``recorded`` is the payment status the engine recorded from the provider
+    (its answers and webhooks): a success there is evidence of money taken,
+    even if the checker has not looked yet.
+    """
     reading = item.latest_reading
+    if recorded == "succeeded" and reading in (None, "not_paid"):
+        reading = "paid"
     opened = item.evidence.get("opened_by", {}).get("payload", {})
     why = None
     if item.subject == "refund" and outcome in ("paid", "not_paid"):
         why = "the item is about a refund: the payment was already settled"
+    elif outcome == "refunded" and item.subject != "refund":
+        why = "the item is about a payment: there is no refund to settle"
     elif outcome == "paid" and (
         reading in ("not_paid", "mismatch") or item.reason == "amount_mismatch"
     ):

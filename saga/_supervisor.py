@@ -38,6 +38,7 @@ class WorkerOptions:
     """Everything a worker process needs, picklable."""
 
     url: str
+    sandbox_url: str | None = None
     app: str | None = None
     batch: int = 50
     lease_seconds: float = 30.0
@@ -69,7 +70,7 @@ def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]])
     from saga._engine import Engine  # noqa: PLC0415
 
     configure_logging(options.log_level)
-    with Engine(options.url) as engine:
+    with Engine(options.url, sandbox_url=options.sandbox_url) as engine:
         worker = Worker(
             engine.db,
             build_handlers(engine, options.app),

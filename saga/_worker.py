@@ -208,7 +208,11 @@ class Worker:
                     done = []
                     self._release(jobs[index:])
                     return
-                result = self._run_one(self.handlers[job.kind], job)
+                try:
+                    result = self._run_one(self.handlers[job.kind], job)
+                except Exception as exc:  # noqa: BLE001 - see _settle_crash
+                    self._settle_crash(job, exc)
+                    continue
                 if isinstance(result, Done):
                     done.append(result)
             self._flush(done)
@@ -228,15 +232,30 @@ class Worker:
             self._log.warning("result_discarded", job_id=job.id, reason="lease lost while running")
             return None
         if isinstance(value, Apply):
-            owned, _ = self.queue.complete_with(job, value.apply)
+            try:
+                owned, _ = self.queue.complete_with(job, value.apply)
+            except Exception as exc:  # noqa: BLE001 - the effect failed: classify and settle
+                self._settle_failure(kind, job, exc)
+                return None
             self._count_completion(job, owned)
             return None
         return Done(job, value)
 
+    def _settle_crash(self, job: Job, exc: Exception) -> None:
+        # Settling itself failed (the database went away, an effect raised):
+        # the job keeps its lease until it expires and comes back, alone, for
+        # another attempt.  The worker lives on for the other jobs.
+        self._log.error("job_not_settled", job_id=job.id, kind=job.kind, error=error_text(exc))
+
     def _flush(self, done: Sequence[Done]) -> None:
         if not done:
             return
-        owned = self.queue.complete(done)
+        try:
+            owned = self.queue.complete(done)
+        except Exception as exc:  # noqa: BLE001 - the leases expire and the jobs come back
+            for item in done:
+                self._settle_crash(item.job, exc)
+            return
         for item in done:
             self._count_completion(item.job, item.job.id in owned)
 

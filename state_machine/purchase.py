@@ -100,6 +100,7 @@ STATES: Final = (
     ),
     State(
         "refund_pending",
+        timeout=Timeout("refund_overdue", seconds=600),
         actions=("refund", "revoke_access"),
         meta={"seat": SEAT_FREE},
         description="money must go back; the refund has a stable key",
@@ -154,6 +155,12 @@ TRANSITIONS: Final = (
     Transition("refund_succeeded", source="refund_pending", target="refunded"),
     Transition("refund_failed", source="refund_pending", target="needs_reconciliation"),
     Transition("refund_outcome_unknown", source="refund_pending", target="needs_reconciliation"),
+    Transition(
+        "refund_overdue",
+        source="refund_pending",
+        target="needs_reconciliation",
+        description="no refund settled in time (its job died or keeps failing): find out",
+    ),
     # An open item is either about a payment (the seat is still held) or about
     # a refund (the seat is already free, the money is going back): each
     # resolution only makes sense for one of them.

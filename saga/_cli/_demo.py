@@ -49,8 +49,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _demo(args: argparse.Namespace, out: Output) -> int:
-    if not 1 <= args.purchases <= 100_000:
-        raise InvalidInput(field="purchases", problem="must be between 1 and 100000")
+    if not 1 <= args.purchases <= 10_000:
+        raise InvalidInput(field="purchases", problem="must be between 1 and 10000")
     if not 1 <= args.workers <= 64:
         raise InvalidInput(field="workers", problem="must be between 1 and 64")
     with (
@@ -122,7 +122,7 @@ def _print(out: Output, report: dict[str, Any]) -> None:
     waiting = recon["waiting_for_an_operator"]
     out.line(
         f"reconciliation: {recon['opened']} items opened, "
-        f"{recon['resolved_automatically']} settled by the checker, "
+        f"{recon['settled_automatically']} settled, "
         f"{len(waiting)} waiting for an operator:"
     )
     for item in waiting[:20]:

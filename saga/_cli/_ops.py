@@ -8,6 +8,7 @@ from saga import _money
 from saga._cli._common import (
     EXIT_CONFLICT,
     EXIT_ERROR,
+    EXIT_NOT_FOUND,
     EXIT_OK,
     Command,
     Output,
@@ -133,6 +134,13 @@ def _deliver(args: argparse.Namespace, out: Output) -> int:
     if delivery.conflict:
         out.error(f"event {delivery.event_id}: {delivery.detail}")
         return EXIT_CONFLICT
+    if delivery.outcome == "unmatched":
+        # Not found: a sender retries, and the inbox matches the event again then.
+        out.error(
+            f"event {delivery.event_id}: {delivery.detail}; recorded, deliver it again "
+            "once the payment is known"
+        )
+        return EXIT_NOT_FOUND
     return EXIT_OK
 
 

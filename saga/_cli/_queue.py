@@ -21,6 +21,7 @@ from saga._cli._common import (
 )
 from saga._dlq import DeadLetters, Filter
 from saga._engine import default_url
+from saga._queue import Queue
 from saga._supervisor import Supervisor, WorkerOptions
 from saga.exceptions import InvalidInput
 
@@ -156,6 +157,7 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
         engine.catalogue.list(limit=1)  # check the database and its schema before forking
     options = WorkerOptions(
         url=url,
+        sandbox_url=args.sandbox_db,
         app=args.app,
         batch=args.batch,
         lease_seconds=args.lease_seconds,
@@ -253,6 +255,8 @@ def _dlq_replay(args: argparse.Namespace, out: Output) -> int:
     try:
         with open_engine(args) as engine:
             letters = DeadLetters(engine.db)
+            if args.job is not None:
+                Queue(engine.db).get(args.job)  # NotFound (exit 4) for an id never accepted
             total = len(letters.find(where, limit=100_000))
             with tqdm(
                 total=total,

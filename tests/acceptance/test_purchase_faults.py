@@ -205,3 +205,57 @@ def test_late_payment_after_the_seat_was_sold_again(shop, db_url):
     assert ["succeeded"] == [r["status"] for r in refunds(shop, late.id)]
     intensive = shop.catalogue.get("solo")
     assert (1, 0, 1, 0) == (intensive.capacity, intensive.held, intensive.taken, intensive.free)
+
+
+def test_event_that_overtook_the_payment_answer_is_matched_when_delivered_again(shop, pending):
+    """Unmatched is not consumed: the provider's retry applies once the payment is known."""
+    purchase, payment_id = pending
+    shop.db.transaction(
+        lambda tx: tx.conn.exec_driver_sql("UPDATE payments SET provider_ref = NULL")
+    )  # as if the answer had not come back yet
+    first = _deliver(shop, "evt-early", "payment.succeeded", payment_id)
+    assert "unmatched" == first.outcome
+    shop.db.transaction(
+        lambda tx: tx.run(
+            "record_payment_answer",
+            saga_id=purchase.id,
+            status="pending",
+            provider_ref=payment_id,
+            charged_minor=None,
+            charged_currency=None,
+        )
+    )
+    again = _deliver(shop, "evt-early", "payment.succeeded", payment_id)
+    assert ("applied", "confirmed") == (again.outcome, again.state)
+
+
+def test_access_is_not_granted_to_a_purchase_that_left_confirmed(shop, db_url):
+    """A grant that runs late, after a cancellation, gives no access."""
+    from saga._purchase_steps import PurchaseSteps
+
+    purchase = start(shop, "op-1", "s1")
+    steps = PurchaseSteps(shop)
+    kinds = {k.name: k for k in steps.kinds()}
+    Worker(shop.db, Handlers([kinds["purchase.request_payment"]]), listen=False).run(burst=True)
+    assert "confirmed" == shop.purchases.get(purchase.id).state
+    shop.purchases.cancel(purchase.id, reason="changed plans")
+    Worker(shop.db, Handlers([kinds["purchase.grant_access"]]), listen=False).run(burst=True)
+    assert 0 == scalar(shop, "SELECT count(*) FROM access_grants")
+
+
+@pytest.mark.slow
+def test_money_that_arrives_without_a_webhook_after_expiry_is_refunded(shop, db_url):
+    """Expired with the payment in flight, the success webhook lost: the late check refunds."""
+    from saga._purchase_steps import PurchaseSteps
+
+    purchase = start(shop, "op-1", "s1", method="pm_late", hold=1)
+    kinds = {k.name: k for k in PurchaseSteps(shop).kinds()}
+    Worker(shop.db, Handlers([kinds["purchase.request_payment"]]), listen=False).run(burst=True)
+    assert "payment_pending" == shop.purchases.get(purchase.id).state
+    time.sleep(1.1)  # the hold runs out
+    Worker(shop.db, Handlers([timer_kind(shop)]), listen=False).run(burst=True)
+    assert "expired" == shop.purchases.get(purchase.id).state
+    sandbox_execute(shop, "DELETE FROM sandbox_webhooks")  # the provider never tells us
+    settle(db_url)
+    assert "refunded" == shop.purchases.get(purchase.id).state
+    assert 1 == len(refunds(shop, purchase.id))

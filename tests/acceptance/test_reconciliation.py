@@ -243,3 +243,45 @@ def test_verify_exits_1_when_an_invariant_breaks(shop, db_url, capsys):
     broken = {i["name"] for i in verdict["invariants"] if i["violations"]}
     assert (1, False) == (code, verdict["ok"])
     assert {"seats", "seat_follows_state"} == broken
+
+
+def test_not_paid_is_refused_when_the_provider_already_reported_the_charge(shop, unknown):
+    """A success webhook recorded before any check is evidence enough: "not paid" is refused."""
+    from saga._inbox import ProviderEvent
+
+    charge = shop.sandbox.payment_status(key=f"pay:{unknown.id}")
+    shop.inbox.deliver(
+        ProviderEvent(
+            event_id="evt-1",
+            type="payment.succeeded",
+            payment_id=charge.payment_id,
+            amount_minor=4900,
+            currency="EUR",
+            reference=unknown.id,
+        )
+    )
+    item = shop.recon.find()[0]
+    with pytest.raises(ContradictedDecision, match="money taken"):
+        shop.recon.resolve(item.id, outcome="not_paid", operator="ann", reason="no money seen")
+    assert "needs_reconciliation" == shop.purchases.get(unknown.id).state
+
+
+def test_declined_refund_can_be_settled_as_refunded_by_hand(shop, db_url):
+    """A refund the provider declines for good is settled by an operator who paid it back."""
+    purchase = start(shop, "op-1", "pm_refund_fails")
+    settle(db_url)
+    shop.purchases.cancel(purchase.id, reason="student asked")
+    settle(db_url)
+    item = shop.recon.find()[0]
+    assert "refund_declined" == item.reason
+    with pytest.raises(ContradictedDecision):
+        shop.recon.resolve(item.id, outcome="paid", operator="ann", reason="r")
+    shop.recon.resolve(
+        item.id, outcome="refunded", operator="ann", reason="paid back by bank transfer, ticket 881"
+    )
+    assert "refunded" == shop.purchases.get(purchase.id).state
+
+
+def test_dlq_replay_of_an_unknown_job_exits_4(shop, db_url, capsys):
+    """Replaying a job id that was never accepted is not found."""
+    assert 4 == cli_json(capsys, "dlq", "replay", "--job", "nope", "--db", db_url)[0]

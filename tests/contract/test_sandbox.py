@@ -91,7 +91,7 @@ def test_sandbox_database_is_derived_from_the_engine_one(engine_url, sandbox):
 
 class TestWebhookCommand:
     def test_deliver_then_duplicate_then_conflict(self, engine, db_url, capsys):
-        """deliver: exit 0 for a new or repeated event, 3 for an id reused with other content."""
+        """deliver: 4 while no purchase knows the payment (retried), 3 for an id reused."""
         args = (
             "webhook",
             "deliver",
@@ -109,9 +109,9 @@ class TestWebhookCommand:
             db_url,
         )
         code, first = cli_json(capsys, *args)
-        assert (0, "unmatched") == (code, first["outcome"])
+        assert (4, "unmatched") == (code, first["outcome"])  # no purchase knows pay_x
         code, again = cli_json(capsys, *args)
-        assert (0, True) == (code, again["duplicate"])
+        assert (4, "unmatched", False) == (code, again["outcome"], again["duplicate"])
         other = list(args)
         other[other.index("49.00")] = "10.00"
         code, conflict = cli_json(capsys, *other)

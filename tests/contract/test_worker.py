@@ -257,3 +257,21 @@ class TestTimers:
         Worker(engine.db, Handlers([timer_kind(engine)]), listen=False).run_once()
         assert "confirmed" == engine.purchases.get(purchase.id).state
         assert "saga moved on" in Queue(engine.db).result(timer)["skipped"]
+
+
+def test_an_effect_that_fails_is_retried_and_the_worker_lives_on(engine):
+    """If the completion's effect raises, the job is retried; other jobs still complete."""
+    calls = []
+
+    def broken_then_fine(job):
+        calls.append(job.attempt)
+        if job.payload.get("broken") and job.attempt == 1:
+            return Apply(lambda tx: 1 / 0)
+        return Apply(lambda tx: {"attempt": job.attempt})
+
+    kind = JobKind("effect", broken_then_fine, queue="q", backoff=FAST)
+    enqueue(engine, "effect", job_id="a", payload={"broken": True})
+    enqueue(engine, "effect", job_id="b")
+    drain(engine, worker_for(engine, kind))
+    queue = Queue(engine.db)
+    assert ({"attempt": 2}, {"attempt": 1}) == (queue.result("a"), queue.result("b"))

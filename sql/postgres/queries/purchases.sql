@@ -81,9 +81,6 @@ SET status = CASE WHEN status = 'succeeded' AND :status <> 'succeeded' THEN stat
     updated_at = clock_timestamp()
 WHERE saga_id = :saga_id;
 
--- name: set_payment_outcome
--- A reconciliation settled what happened to the payment.
-UPDATE payments SET status = :status, updated_at = clock_timestamp() WHERE saga_id = :saga_id;
 
 -- name: record_refund_intent
 -- Write the refund intent before calling the provider; one per payment.
