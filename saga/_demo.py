@@ -47,7 +47,7 @@ MIX: Final = (
 )
 # Share of fine purchases whose student cancels after paying (a refund).
 CANCEL_SHARE: Final = 0.03
-HOLD_SECONDS: Final = 3
+HOLD_SECONDS: Final = 15
 SETTLED: Final = frozenset({"confirmed", "expired", "cancelled", "refunded"})
 
 
