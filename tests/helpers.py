@@ -37,7 +37,7 @@ def dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
     out = {}
     with engine.db.engine.connect() as conn:
         for table in TABLES:
-            rows = conn.execute(sa.text(f"SELECT * FROM {table}")).all()
+            rows = conn.execute(sa.select(sa.text("*")).select_from(sa.table(table))).all()
             out[table] = sorted(tuple(map(str, row)) for row in rows)
     return out
 
