@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
 import structlog
+from psycopg import sql
 
 from saga._handlers import Apply, Handlers, JobKind, error_text
 from saga._queue import DEFAULT_LEASE_SECONDS, Done, Job, Queue
@@ -379,7 +380,7 @@ class Worker:
             yield self._stopping.wait
             return
         try:
-            conn.execute(f"LISTEN {CHANNEL}")
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
 
             def wait(timeout: float) -> None:
                 # Wake on the first notification, or poll after the timeout; wait in

@@ -17,6 +17,7 @@ from urllib.parse import quote
 import psycopg
 import pytest
 from hypothesis import HealthCheck, settings
+from psycopg import sql
 
 from saga import Engine
 
@@ -64,7 +65,7 @@ class PostgresSchema:
     def __init__(self) -> None:
         self.name = f"t_{uuid.uuid4().hex[:16]}"
         with psycopg.connect(_libpq_url(POSTGRES_URL), autocommit=True) as conn:
-            conn.execute(f'CREATE SCHEMA "{self.name}"')
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(self.name)))
         options = quote(f"-csearch_path={self.name}", safe="")
         separator = "&" if "?" in POSTGRES_URL else "?"
         self.url = f"{POSTGRES_URL}{separator}options={options}"
@@ -72,8 +73,9 @@ class PostgresSchema:
     def drop(self) -> None:
         """Drop the schema and the sandbox provider's schema derived from it."""
         with psycopg.connect(_libpq_url(POSTGRES_URL), autocommit=True) as conn:
-            conn.execute(f'DROP SCHEMA IF EXISTS "{self.name}" CASCADE')
-            conn.execute(f'DROP SCHEMA IF EXISTS "{self.name}_sandbox" CASCADE')
+            for schema in (self.name, f"{self.name}_sandbox"):
+                drop = sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE")
+                conn.execute(drop.format(sql.Identifier(schema)))
 
 
 @pytest.fixture

@@ -23,12 +23,14 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg import sql
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import systems
 
 HERE = Path(__file__).resolve().parent
 DATABASE = "saga_queue_bench"
+DROP_DATABASE = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE))
 
 
 def main() -> None:
@@ -65,12 +67,12 @@ class Bench:
 
     def fresh_database(self) -> None:
         with psycopg.connect(self.admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-            conn.execute(f"CREATE DATABASE {DATABASE}")
+            conn.execute(DROP_DATABASE)
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(DATABASE)))
 
     def drop_database(self) -> None:
         with psycopg.connect(self.admin, autocommit=True) as conn:
-            conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+            conn.execute(DROP_DATABASE)
 
     def checkpoint(self) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
