@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import time
 
 import pytest
 
@@ -20,7 +19,7 @@ from saga._queue import Queue
 from saga._supervisor import builtin_handlers
 from saga._timers import timer_kind
 from saga._worker import Worker
-from tests.helpers import dump, make_due, rows, scalar
+from tests.helpers import dump, expire_lease, make_due, rows, scalar
 from tests.parallel import race
 from tests.purchases import settle
 
@@ -54,7 +53,7 @@ def crash_after_charge(url, marker):
     os.environ["SAGA_CRASH_POINTS"] = "request_payment.after_call"
     os.environ["SAGA_CRASH_MARKER"] = marker
     with Engine(url) as engine:
-        Worker(engine.db, builtin_handlers(engine), lease_seconds=1, listen=False).run(burst=True)
+        Worker(engine.db, builtin_handlers(engine), listen=False).run(burst=True)
 
 
 @pytest.mark.slow
@@ -70,7 +69,7 @@ def test_crash_after_the_charge_recovers_with_the_same_key(shop, db_url, tmp_pat
     assert 1 == len(charges(shop, purchase.id))  # but the provider charged
     # The provider's webhook is lost too: only the retry can find out.
     sandbox_execute(shop, "DELETE FROM sandbox_webhooks")
-    time.sleep(1.2)  # the dead worker's lease runs out
+    expire_lease(shop, f"step:{purchase.id}:1:request_payment")  # the dead worker's lease
     Worker(shop.db, builtin_handlers(shop), listen=False).run(burst=True)
     after = shop.purchases.get(purchase.id)
     assert "confirmed" == after.state
@@ -248,11 +247,11 @@ def test_money_that_arrives_without_a_webhook_after_expiry_is_refunded(shop, db_
     """Expired with the payment in flight, the success webhook lost: the late check refunds."""
     from saga._purchase_steps import PurchaseSteps
 
-    purchase = start(shop, "op-1", "s1", method="pm_late", hold=1)
+    purchase = start(shop, "op-1", "s1", method="pm_late")
     kinds = {k.name: k for k in PurchaseSteps(shop).kinds()}
     Worker(shop.db, Handlers([kinds["purchase.request_payment"]]), listen=False).run(burst=True)
     assert "payment_pending" == shop.purchases.get(purchase.id).state
-    time.sleep(1.1)  # the hold runs out
+    make_due(shop, f"timer:{purchase.id}:2")  # the hold runs out
     Worker(shop.db, Handlers([timer_kind(shop)]), listen=False).run(burst=True)
     assert "expired" == shop.purchases.get(purchase.id).state
     sandbox_execute(shop, "DELETE FROM sandbox_webhooks")  # the provider never tells us
