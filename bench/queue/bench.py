@@ -107,7 +107,9 @@ class Bench:
             systems.ENQUEUE[system.kind](self.dsn, self.args.jobs)
             enqueue_rates.append(self.args.jobs / (time.perf_counter() - start))
             self.checkpoint()
-            gate = self.ctx.Event()
+            # Every worker and this process meet at the gate: the clock starts
+            # when the last worker is connected and ready, all released at once.
+            gate = self.ctx.Barrier(workers + 1)
             processes = [
                 self.ctx.Process(
                     target=systems.run_worker, args=(system.kind, self.dsn, gate, system.options)
@@ -116,9 +118,8 @@ class Bench:
             ]
             for process in processes:
                 process.start()
-            time.sleep(1.5)  # every worker connected and waiting at the gate
+            gate.wait(timeout=300)
             start = time.perf_counter()
-            gate.set()
             # The clock stops when the last job is recorded done, not when the
             # workers notice the queue is empty: systems differ a lot in how
             # long that takes, and it is not throughput.
