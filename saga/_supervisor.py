@@ -142,6 +142,7 @@ class Supervisor:
                 if self._stopping and forwarded < self._signals:
                     forwarded = self._signals
                     sig = signal.SIGTERM if forwarded == 1 else signal.SIGKILL
+                    log.info("stopping_workers", signal=sig.name, workers=len(children))
                     for child in children.values():
                         if child.pid is not None and child.exitcode is None:
                             os.kill(child.pid, sig)

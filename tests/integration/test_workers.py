@@ -17,7 +17,7 @@ import pytest
 
 from saga import Engine, NewJob
 from saga._queue import Queue
-from tests.helpers import rows, scalar
+from tests.helpers import expire_lease, rows, scalar
 from tests.parallel import race
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -78,6 +78,14 @@ def wait_until(predicate, timeout=60.0, interval=0.1):
     raise AssertionError("condition not met in time")
 
 
+def wait_for_log(process, event):
+    """Read the worker's log until ``event`` appears (its lines before are consumed)."""
+    for line in iter(process.stderr.readline, ""):
+        if event in line:
+            return
+    raise AssertionError(f"the worker exited without logging {event}")
+
+
 def stop(process):
     """SIGTERM, and the exit code and output; a worker that does not stop is killed."""
     process.send_signal(signal.SIGTERM)
@@ -96,12 +104,12 @@ def test_frozen_worker_cannot_complete_after_losing_its_lease(engine, db_url, tm
     Queue(engine.db).enqueue(
         NewJob(id="frozen", queue="test", kind="test.wait", payload={"folder": str(tmp_path)})
     )
-    first = worker(db_url, "--lease-seconds", "1")
+    first = worker(db_url, "--lease-seconds", "30")  # no heartbeat during the test
     try:
         marker = wait_until(lambda: next(tmp_path.glob("started.*.1"), None))
         frozen_pid = int(marker.name.split(".")[1])
         os.kill(frozen_pid, signal.SIGSTOP)
-        time.sleep(2.5)  # the lease (1 s) expires: the heartbeat is frozen too
+        expire_lease(engine, "frozen")  # the database clock passes the frozen worker's lease
         (tmp_path / "go").touch()
         second = worker(db_url, "--lease-seconds", "5", burst=True)
         _, second_err = second.communicate(timeout=60)
@@ -110,8 +118,9 @@ def test_frozen_worker_cannot_complete_after_losing_its_lease(engine, db_url, tm
         taker_pid = int(taker.name.split(".")[1])
         assert taker_pid != frozen_pid
         assert "done" == Queue(engine.db).get("frozen").state
+        # The old worker resumes and is asked to stop: its handler returns first,
+        # and its completion is fenced.
         os.kill(frozen_pid, signal.SIGCONT)
-        time.sleep(1.5)  # the old worker resumes, its handler returns, completion is fenced
     finally:
         code, _, err = stop(first)
     assert 0 == code, err
@@ -153,12 +162,18 @@ def test_sigterm_lets_the_running_job_finish(engine, db_url, tmp_path):
     process = worker(db_url)
     wait_until(lambda: next(tmp_path.glob("started.*"), None))
     process.send_signal(signal.SIGTERM)
-    time.sleep(0.5)
-    (tmp_path / "go").touch()
+    wait_for_log(process, "stopping_workers")
+    (tmp_path / "go").touch()  # only once the worker was told to stop
     out, err = process.communicate(timeout=60)
     assert 0 == process.returncode, err
     assert "done" == Queue(engine.db).get("slow").state
     assert "1 done" in out
+
+
+LISTENING = """
+SELECT count(*) FROM pg_stat_activity
+WHERE datname = current_database() AND query = 'LISTEN "saga_jobs"'
+"""
 
 
 @pytest.mark.slow
@@ -183,7 +198,7 @@ def test_postgres_workers_wake_on_notify(postgres_url):
     )
     try:
         with Engine(postgres_url) as pg:
-            time.sleep(3)  # the worker is up and listening
+            wait_until(lambda: scalar(pg, LISTENING))
             Queue(pg.db).enqueue(NewJob(id="wake", queue="test", kind="test.noop"))
             wait_until(lambda: Queue(pg.db).get("wake").state == "done", timeout=20)
     finally:
