@@ -7,7 +7,11 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from saga._codec import as_utc
+
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from saga import Engine
 
 TABLES = (
@@ -116,6 +120,11 @@ def _postgres_catalog(conn: sa.Connection) -> dict[str, Any]:
             for row in conn.execute(sa.text(sql)).all()
         ]
     return out
+
+
+def db_now(engine: Engine) -> datetime:
+    """The database clock, the one that decides leases and deadlines."""
+    return as_utc(engine.db.transaction(lambda tx: tx.scalar("db_now"), write=False))
 
 
 def expire_lease(engine: Engine, job_id: str) -> None:

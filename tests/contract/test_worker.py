@@ -14,7 +14,7 @@ from saga._queue import Queue
 from saga._timers import timer_kind
 from saga._worker import Worker
 from steps.errors import OutcomeUnknown, PermanentError, TransientError
-from tests.helpers import expire_lease, make_due, rows, scalar
+from tests.helpers import db_now, expire_lease, make_due, rows, scalar
 
 FAST = Backoff(base=0.001, cap=0.001)
 
@@ -152,7 +152,9 @@ class TestLeases:
         """A handler running past its lease keeps it: the heartbeat extends it."""
 
         def slow(job):
-            time.sleep(1.2)
+            # Outlive the lease the job was claimed with, by the database clock.
+            while db_now(engine) <= job.lease_until:
+                time.sleep(0.05)
             return {"slept": True}
 
         enqueue(engine, "slow")
