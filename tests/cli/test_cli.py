@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from saga import Engine
+from saga import Engine, NewJob
 from saga._cli import main
+from saga._queue import Queue
 from tests.helpers import dump
 
 PURCHASE_FIELDS = {
@@ -400,3 +401,26 @@ def test_unreachable_database_exits_1_with_a_message(capsys):
     assert 1 == code
     assert err.startswith("saga: error:")
     assert "Traceback" not in err
+
+
+def test_dlq_list_json_names_reason_and_failure_time(cli):
+    """`saga dlq list --json`: one object per dead letter, with its reason and failure time."""
+    with Engine(cli.url) as engine:
+        queue = Queue(engine.db)
+        queue.enqueue(NewJob(id="d1", queue="q", kind="noop", saga_id=None))
+        (job,) = queue.claim(["noop"], batch=1)
+        queue.fail(job, error="boom", error_class="permanent")
+    (letter,) = cli.json("dlq", "list")
+    assert {
+        "id": "d1",
+        "queue": "q",
+        "kind": "noop",
+        "saga_id": None,
+        "attempts": 1,
+        "max_attempts": letter["max_attempts"],
+        "reason": "permanent",
+        "last_error": "boom",
+        "created_at": letter["created_at"],
+        "failed_at": letter["failed_at"],
+    } == letter
+    assert letter["created_at"] <= letter["failed_at"]
