@@ -17,14 +17,12 @@ from typing import TYPE_CHECKING, Any, Final
 import structlog
 
 from saga import _validation
-from saga._codec import as_utc, iso
+from saga._codec import iso
+from saga._queue import JobInfo
 from saga.exceptions import InvalidInput
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
-    from datetime import datetime
-
-    from sqlalchemy.engine import RowMapping
 
     from saga._db import Database, Tx
 
@@ -33,51 +31,20 @@ log = structlog.get_logger(__name__)
 MAX_BATCH: Final = 1000
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DeadLetter:
-    """A failed job kept for an operator: its reason and last error."""
-
-    id: str
-    queue: str
-    kind: str
-    saga_id: str | None
-    attempts: int
-    max_attempts: int
-    error_class: str
-    last_error: str | None
-    created_at: datetime
-    failed_at: datetime
-
-    @classmethod
-    def from_row(cls, row: RowMapping) -> DeadLetter:
-        """Build it from a ``list_dead_letters`` row."""
-        return cls(
-            id=row["id"],
-            queue=row["queue"],
-            kind=row["kind"],
-            saga_id=row["saga_id"],
-            attempts=int(row["attempts"]),
-            max_attempts=int(row["max_attempts"]),
-            error_class=row["error_class"],
-            last_error=row["last_error"],
-            created_at=as_utc(row["created_at"]),
-            failed_at=as_utc(row["finished_at"]),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The dead letter as plain data."""
-        return {
-            "id": self.id,
-            "queue": self.queue,
-            "kind": self.kind,
-            "saga_id": self.saga_id,
-            "attempts": self.attempts,
-            "max_attempts": self.max_attempts,
-            "reason": self.error_class,
-            "last_error": self.last_error,
-            "created_at": iso(self.created_at),
-            "failed_at": iso(self.failed_at),
-        }
+def dead_letter_json(job: JobInfo) -> dict[str, Any]:
+    """A dead letter as plain data: why it failed (``reason``) and when (``failed_at``)."""
+    return {
+        "id": job.id,
+        "queue": job.queue,
+        "kind": job.kind,
+        "saga_id": job.saga_id,
+        "attempts": job.attempts,
+        "max_attempts": job.max_attempts,
+        "reason": job.error_class,
+        "last_error": job.last_error,
+        "created_at": iso(job.created_at),
+        "failed_at": iso(job.finished_at),
+    }
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +82,7 @@ class DeadLetters:
     def __init__(self, db: Database) -> None:
         self.db = db
 
-    def find(self, where: Filter | None = None, *, limit: int = 100) -> list[DeadLetter]:
+    def find(self, where: Filter | None = None, *, limit: int = 100) -> list[JobInfo]:
         """Dead letters, oldest first."""
         where = where or Filter()
         limit = _validation.whole_number("limit", limit, minimum=1, maximum=100_000)
@@ -129,7 +96,7 @@ class DeadLetters:
             ),
             write=False,
         )
-        return [DeadLetter.from_row(row) for row in rows]
+        return [JobInfo.from_row(row) for row in rows]
 
     def replay(
         self,

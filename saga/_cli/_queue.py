@@ -19,7 +19,7 @@ from saga._cli._common import (
     open_engine,
     whole,
 )
-from saga._dlq import DeadLetters, Filter
+from saga._dlq import DeadLetters, Filter, dead_letter_json
 from saga._engine import default_url
 from saga._queue import Queue
 from saga._supervisor import Supervisor, WorkerOptions
@@ -220,7 +220,7 @@ def _dlq_list(args: argparse.Namespace, out: Output) -> int:
             Filter(queue=args.queue, kind=args.kind), limit=args.limit
         )
     if out.as_json:
-        out.json([letter.to_json() for letter in letters])
+        out.json([dead_letter_json(letter) for letter in letters])
         return EXIT_OK
     out.table(
         ("JOB", "KIND", "ATTEMPTS", "REASON", "FAILED AT", "LAST ERROR"),
@@ -230,7 +230,7 @@ def _dlq_list(args: argparse.Namespace, out: Output) -> int:
                 d.kind,
                 f"{d.attempts}/{d.max_attempts}",
                 d.error_class,
-                d.failed_at.isoformat(timespec="seconds"),
+                d.finished_at.isoformat(timespec="seconds") if d.finished_at else "",
                 (d.last_error or "")[:80],
             )
             for d in letters

@@ -235,9 +235,10 @@ FROM jobs
 WHERE state = 'pending' AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))));
 
 -- name: list_dead_letters
--- Dead letters, oldest first, optionally of one queue and one kind.
-SELECT j.id, j.queue, j.kind, j.saga_id, j.attempts, j.max_attempts, j.last_error, j.error_class,
-       j.created_at, j.finished_at
+-- Dead letters, oldest first, optionally of one queue and one kind (the
+-- columns of get_job, without the payload).
+SELECT j.id, j.queue, j.kind, j.saga_id, j.state, j.attempts, j.max_attempts, j.available_at,
+       j.lease_until, j.last_error, j.error_class, j.created_at, j.finished_at, NULL AS payload
 FROM jobs j
 WHERE j.state = 'failed'
   AND (CAST(:queue AS text) IS NULL OR j.queue = :queue)

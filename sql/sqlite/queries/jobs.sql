@@ -224,9 +224,10 @@ FROM jobs
 WHERE state = 'pending' AND kind IN (SELECT value FROM json_each(:kinds));
 
 -- name: list_dead_letters
--- Dead letters, oldest first, optionally of one queue and one kind.
-SELECT j.id, j.queue, j.kind, j.saga_id, j.attempts, j.max_attempts, j.last_error, j.error_class,
-       j.created_at, j.finished_at
+-- Dead letters, oldest first, optionally of one queue and one kind (the
+-- columns of get_job, without the payload).
+SELECT j.id, j.queue, j.kind, j.saga_id, j.state, j.attempts, j.max_attempts, j.available_at,
+       j.lease_until, j.last_error, j.error_class, j.created_at, j.finished_at, NULL AS payload
 FROM jobs j
 WHERE j.state = 'failed'
   AND (:queue IS NULL OR j.queue = :queue)
