@@ -6,6 +6,7 @@ from datetime import timedelta
 
 import pytest
 
+from saga import Engine, Machine, State, Transition, default_registry
 from saga.exceptions import (
     DuplicatePurchase,
     IdempotencyConflict,
@@ -306,6 +307,21 @@ class TestTransitions:
         """Events for a saga that does not exist raise NotFound."""
         with pytest.raises(NotFound):
             engine.sagas.fire("nope", "cancel", actor="test")
+
+    def test_cancel_never_moves_a_saga_of_another_kind(self, engine, db_url):
+        """Purchases.cancel on the id of a user's saga: NotFound, and the saga stays put."""
+        ticket = Machine(
+            "ticket",
+            states=[State("open", initial=True), State("closed", terminal=True)],
+            transitions=[Transition("cancel", source="open", target="closed")],
+        )
+        registry = default_registry()
+        registry.register(ticket)
+        with Engine(db_url, registry=registry) as custom:
+            opened = custom.sagas.start("ticket", operation_id="t-1", request={}).saga
+            with pytest.raises(NotFound, match="purchase"):
+                custom.purchases.cancel(opened.id, reason="wrong api")
+            assert "open" == custom.sagas.get(opened.id).state
 
     def test_audit_rows_are_append_only(self, engine, intensive):
         """The database itself refuses to edit or delete audit rows."""
