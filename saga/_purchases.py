@@ -351,9 +351,8 @@ class Purchases:
         """
         _validation.identifier("purchase_id", saga_id)
         reason = _validation.text("reason", reason)
-        self.get(saga_id)  # NotFound for an unknown id, before anything else
         fired = self.sagas.fire(
-            saga_id, "cancel", payload={"reason": reason}, actor=actor, cause=reason
+            saga_id, "cancel", payload={"reason": reason}, actor=actor, cause=reason, kind=KIND
         )
         if fired.absorbed:
             raise TransitionNotAllowed(

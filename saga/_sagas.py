@@ -225,12 +225,15 @@ class Sagas:
         cause: str | None = None,
         expected_version: int | None = None,
         data_update: Mapping[str, Any] | None = None,
+        kind: str | None = None,
     ) -> Fired:
         """
         Deliver ``event`` to a saga and take the transition its machine decides.
 
         With ``expected_version``, a saga that moved on since the caller read
-        it raises :class:`VersionConflict`.  A terminal state absorbs events
+        it raises :class:`VersionConflict`.  With ``kind``, a saga of another
+        kind is :class:`NotFound` (named after ``kind``), so an API for one
+        kind of saga cannot move another.  A terminal state absorbs events
         that are not declared compensations (``Fired.absorbed``); a
         non-terminal state refuses undeclared events with
         :class:`~saga.exceptions.TransitionNotAllowed`.
@@ -247,6 +250,7 @@ class Sagas:
                 cause=cause,
                 expected_version=expected_version,
                 data_update=data_update,
+                kind=kind,
             )
         )
 
@@ -336,13 +340,14 @@ def fire_in(
     cause: str | None,
     expected_version: int | None = None,
     data_update: Mapping[str, Any] | None = None,
+    kind: str | None = None,
 ) -> Fired:
     """:meth:`Sagas.fire` inside ``tx``."""
     if not actor:
         raise InvalidInput(field="actor", problem="must not be empty")
     row = tx.one("lock_saga", id=saga_id)
-    if row is None:
-        raise NotFound(kind="saga", key=saga_id)
+    if row is None or (kind is not None and row["kind"] != kind):
+        raise NotFound(kind=kind or "saga", key=saga_id)
     before = SagaRecord.from_row(row)
     if expected_version is not None and before.version != expected_version:
         raise VersionConflict(
