@@ -46,7 +46,3 @@ class Backoff:
             raise ValueError(msg)
         strategy = wait_random_exponential(multiplier=self.base, max=self.cap)
         return float(strategy(_Attempt(attempt)))  # type: ignore[arg-type]
-
-    def ceiling(self, attempt: int) -> float:
-        """The largest delay :meth:`delay` may return for ``attempt``."""
-        return min(self.cap, self.base * 2.0 ** (attempt - 1))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
@@ -152,8 +152,3 @@ def error_text(exc: BaseException) -> str:
     """``ClassName: message``, as stored in ``last_error``."""
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def evidence_of(exc: BaseException) -> Mapping[str, Any]:
-    """What a failed effect reported, for reconciliation evidence."""
-    return dict(exc.evidence) if isinstance(exc, StepError) else {}

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
 from psycopg import sql
-from sqlalchemy.engine import make_url
 
 from saga._codec import digest, load_json
 from saga._db import Database, normalize_url
@@ -410,9 +409,3 @@ def _queue(tx: Tx, event_id: str, kind: str, body: dict[str, Any], *, delay: flo
         body=json.dumps({**body, "event_id": event_id, "type": kind}),
         delay_seconds=delay,
     )
-
-
-def sqlite_file(url: str) -> str | None:
-    """The file behind a SQLite URL (for messages)."""
-    parsed = make_url(url)
-    return parsed.database if parsed.get_backend_name() == "sqlite" else None

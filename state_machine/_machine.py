@@ -119,7 +119,3 @@ class Machine:
         else:
             reason = "no transition declared"
         raise TransitionNotAllowed(state=state, event=event, reason=reason)
-
-    def allowed_events(self, state: str) -> tuple[str, ...]:
-        """The events that have at least one transition from ``state``."""
-        return tuple(event for event in self.events if (event, state) in self._by_event)

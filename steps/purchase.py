@@ -8,8 +8,7 @@ never charged twice, and a payment never gets two refunds.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -19,58 +18,14 @@ if TYPE_CHECKING:
 PaymentReading = Literal["paid", "not_paid", "pending", "mismatch"]
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
-    """One step: its name, how its key is derived, and the step that undoes it."""
-
-    name: str
-    key_prefix: str
-    compensation: str | None = None
-    description: str = ""
-
-    def key(self, subject: str) -> str:
-        """The step's idempotency key for ``subject`` (a saga id or a payment key)."""
-        return f"{self.key_prefix}:{subject}"
-
-
-REQUEST_PAYMENT: Final = Step(
-    "request_payment",
-    "pay",
-    compensation="refund",
-    description="create the payment intent at the provider (key from the saga id)",
-)
-CHECK_PAYMENT: Final = Step(
-    "check_payment", "pay", description="ask the provider about the intent, by its key"
-)
-CANCEL_PAYMENT: Final = Step(
-    "cancel_payment", "pay", description="cancel an intent that has not succeeded"
-)
-GRANT_ACCESS: Final = Step(
-    "grant_access",
-    "access",
-    compensation="revoke_access",
-    description="give the student access (an effect in the engine's database)",
-)
-REVOKE_ACCESS: Final = Step("revoke_access", "access", description="take access back")
-REFUND: Final = Step(
-    "refund", "refund", description="give the money back (key from the payment's key)"
-)
-STEPS: Final = (REQUEST_PAYMENT, CHECK_PAYMENT, CANCEL_PAYMENT, GRANT_ACCESS, REVOKE_ACCESS, REFUND)
-
-
 def payment_key(saga_id: str) -> str:
     """The payment's idempotency key: one payment per purchase."""
-    return REQUEST_PAYMENT.key(saga_id)
+    return f"pay:{saga_id}"
 
 
 def refund_key(payment_key_: str) -> str:
     """The refund's key, derived from the payment's: one refund per payment."""
-    return REFUND.key(payment_key_)
-
-
-def access_key(saga_id: str) -> str:
-    """The access grant's key."""
-    return GRANT_ACCESS.key(saga_id)
+    return f"refund:{payment_key_}"
 
 
 def read_payment(
