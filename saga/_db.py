@@ -9,13 +9,19 @@ Nothing here ever sleeps inside a transaction.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import re
 import sqlite3
 import threading
+import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import psycopg
 import sqlalchemy as sa
 import structlog
+from psycopg import sql
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from tenacity import (
@@ -28,7 +34,13 @@ from tenacity import (
 )
 
 from saga._sqlfiles import Component, Dialect, queries
-from saga.exceptions import DatabaseError, DatabaseUnavailable, InvalidInput
+from saga.exceptions import (
+    DatabaseBusy,
+    DatabaseError,
+    DatabaseMissing,
+    DatabaseUnavailable,
+    InvalidInput,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
@@ -40,7 +52,29 @@ T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 DEFAULT_URL: Final = "sqlite:///saga.db"
-SQLITE_BUSY_TIMEOUT_MS: Final = 30_000
+_SEARCH_PATH: Final = re.compile(r"search_path=([A-Za-z_][A-Za-z0-9_]*)")
+# How long a transaction may wait for a lock (SQLite's write lock, or retries
+# of PostgreSQL's serialization failures) before the command gives up.
+LOCK_WAIT_ENV: Final = "SAGA_LOCK_WAIT_SECONDS"
+DEFAULT_LOCK_WAIT_S: Final = 60.0
+
+
+def lock_wait_from_env() -> float:
+    """``$SAGA_LOCK_WAIT_SECONDS`` if set (a positive number), else 60 s."""
+    text = os.environ.get(LOCK_WAIT_ENV, "").strip()
+    if not text:
+        return DEFAULT_LOCK_WAIT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 86_400:
+        raise InvalidInput(
+            field=LOCK_WAIT_ENV, problem=f"must be a positive number of seconds, got {text!r}"
+        )
+    return value
+
+
 # SQLSTATEs after which rerunning the whole transaction is safe and useful.
 _TRANSIENT_SQLSTATES: Final = frozenset(
     {
@@ -51,50 +85,66 @@ _TRANSIENT_SQLSTATES: Final = frozenset(
 )
 
 
-def normalize_url(url: str) -> URL:
+def normalize_url(url: str, *, field: str = "db") -> URL:
     """
     Parse a database URL and pick the engine's driver for it.
 
     ``postgresql://`` and ``postgres://`` become ``postgresql+psycopg://``;
-    ``sqlite:///FILE`` stays.  Anything else is :class:`InvalidInput` on ``db``.
+    ``sqlite:///FILE`` stays.  Anything else is :class:`InvalidInput` on
+    ``field`` (the option that named the URL).
     """
     if not url.strip():
-        raise InvalidInput(field="db", problem="must not be empty")
+        raise InvalidInput(field=field, problem="must not be empty")
     try:
         parsed = make_url(url.strip())
         backend = parsed.get_backend_name()
         parsed.port  # noqa: B018 - parsing the port raises on garbage such as "[::1"
     except (sa.exc.ArgumentError, ValueError) as exc:
-        raise InvalidInput(field="db", problem=f"not a database URL: {url!r}") from exc
+        raise InvalidInput(field=field, problem=f"not a database URL: {url!r}") from exc
     if backend in ("postgresql", "postgres"):
         return parsed.set(drivername="postgresql+psycopg")
     if backend != "sqlite":
         raise InvalidInput(
-            field="db",
+            field=field,
             problem=f"unsupported database {backend!r}: use postgresql://… or sqlite:///FILE",
         )
     if parsed.get_driver_name() not in ("pysqlite", ""):
-        raise InvalidInput(field="db", problem="SQLite URLs use the stdlib driver: sqlite:///FILE")
+        raise InvalidInput(field=field, problem="SQLite URLs use the stdlib driver: sqlite:///FILE")
     path = parsed.database or ""
     if not path or path == ":memory:" or path.startswith("file:") or "\x00" in path:
         raise InvalidInput(
-            field="db",
+            field=field,
             problem="a SQLite URL names a file, sqlite:///FILE (an in-memory database "
             "would forget everything when the command ends)",
         )
     if parsed.query:
-        raise InvalidInput(field="db", problem="SQLite URLs take no options: sqlite:///FILE")
+        raise InvalidInput(field=field, problem="SQLite URLs take no options: sqlite:///FILE")
     return parsed.set(drivername="sqlite")
 
 
 class Tx:
-    """A transaction in progress: runs the dialect's named queries with bound parameters."""
+    """
+    A transaction in progress: runs the dialect's named queries with bound parameters.
 
-    __slots__ = ("conn", "db")
+    ``lease`` is the job (id and lease token) whose fenced transaction this
+    is, once the queue has fenced it: the writes that witness fencing
+    (audit rows, payments, refunds) name it, and the database records
+    whether that lease was still valid when they were made.
+    """
+
+    __slots__ = ("conn", "db", "lease")
 
     def __init__(self, conn: Connection, db: Database) -> None:
         self.conn = conn
         self.db = db
+        self.lease: tuple[str, str] | None = None
+
+    @property
+    def lease_params(self) -> dict[str, str | None]:
+        """``job_id`` and ``lease_token`` for the fencing witnesses (``None`` outside a job)."""
+        if self.lease is None:
+            return {"job_id": None, "lease_token": None}
+        return {"job_id": self.lease[0], "lease_token": self.lease[1]}
 
     @property
     def dialect(self) -> Dialect:
@@ -140,6 +190,9 @@ class Database:
         url: ``postgresql://…`` or ``sqlite:///FILE``.
         pool_size: connections kept open per process (PostgreSQL).
         application_name: shown in ``pg_stat_activity``.
+        field: the option that named ``url``, for error messages.
+        lock_wait: seconds a transaction waits for a lock before it gives up
+            (default ``$SAGA_LOCK_WAIT_SECONDS``, else 60).
 
     """
 
@@ -150,8 +203,12 @@ class Database:
         pool_size: int = 5,
         application_name: str = "saga",
         component: Component = "engine",
+        field: str = "db",
+        lock_wait: float | None = None,
     ) -> None:
-        self.url = normalize_url(url)
+        self.url = normalize_url(url, field=field)
+        self.field = field
+        self.lock_wait = lock_wait_from_env() if lock_wait is None else lock_wait
         self.dialect: Dialect = (
             "postgres" if self.url.get_backend_name() == "postgresql" else "sqlite"
         )
@@ -180,7 +237,8 @@ class Database:
         )
 
     def _sqlite_engine(self) -> Engine:
-        engine = sa.create_engine(self.url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+        busy_ms = int(min(30.0, self.lock_wait) * 1000)
+        engine = sa.create_engine(self.url, connect_args={"timeout": busy_ms / 1000})
 
         @event.listens_for(engine, "connect")
         def _configure(dbapi_connection: sqlite3.Connection, _record: object) -> None:
@@ -190,7 +248,7 @@ class Database:
             # SQLITE_BUSY when upgrading a read lock.
             dbapi_connection.isolation_level = None
             cursor = dbapi_connection.cursor()
-            cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+            cursor.execute(f"PRAGMA busy_timeout = {busy_ms:d}")
             cursor.execute("PRAGMA journal_mode = WAL")
             # FULL: a committed (acknowledged) transaction survives power loss too.
             cursor.execute("PRAGMA synchronous = FULL")
@@ -203,6 +261,48 @@ class Database:
             conn.exec_driver_sql("BEGIN IMMEDIATE" if mode == "IMMEDIATE" else "BEGIN")
 
         return engine
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The embedded database's file (``None`` on PostgreSQL)."""
+        return Path(self.url.database or "") if self.dialect == "sqlite" else None
+
+    @property
+    def search_path_schema(self) -> str | None:
+        """The schema named by ``options=-csearch_path=…`` in a PostgreSQL URL, if any."""
+        match = _SEARCH_PATH.search(str(self.url.query.get("options", "")))
+        return None if match is None else match[1]
+
+    def require_file(self) -> None:
+        """
+        Refuse an embedded database file that does not exist (read commands never create one).
+
+        Raises :class:`~saga.exceptions.DatabaseMissing`; PostgreSQL always passes.
+        """
+        path = self.sqlite_path
+        if path is not None and not path.exists():
+            raise DatabaseMissing(path=str(path), field=self.field)
+
+    def create_schema(self) -> None:
+        """Create the PostgreSQL schema the URL's search_path names, if it is missing."""
+        schema = self.search_path_schema
+        if self.dialect != "postgres" or schema is None:
+            return
+        conninfo = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        try:
+            with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
+                ).fetchone()
+                if exists is None:
+                    # Another process may create it at the same moment: that is fine.
+                    with contextlib.suppress(psycopg.errors.UniqueViolation):
+                        conn.execute(
+                            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                        )
+        except psycopg.OperationalError as exc:
+            msg = f"cannot reach PostgreSQL: {str(exc).strip()}"
+            raise DatabaseUnavailable(msg) from exc
 
     def before_first_use(self, hook: Callable[[], None]) -> None:
         """
@@ -253,14 +353,33 @@ class Database:
         retrying = Retrying(
             retry=retry_if_exception(_is_transient),
             wait=wait_random_exponential(multiplier=0.005, max=0.5),
-            stop=stop_after_delay(60) | stop_after_attempt(200),
+            stop=stop_after_delay(self.lock_wait) | stop_after_attempt(200),
             before_sleep=_log_retry,
             reraise=True,
         )
-        for attempt in retrying:
-            with attempt:
-                return self._once(work, write=write)
+        started = time.monotonic()
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self._once(work, write=write)
+        except sa.exc.DBAPIError as exc:
+            # Still locked (or still conflicting) after the whole wait.
+            raise self._gave_up(exc, time.monotonic() - started) from exc
         raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
+
+    def _gave_up(self, exc: sa.exc.DBAPIError, waited: float) -> DatabaseError:
+        if self.dialect == "sqlite":
+            return DatabaseBusy(
+                f"the SQLite database {self.sqlite_path} stayed locked by another writer for "
+                f"{waited:.0f} s (the lock wait is {self.lock_wait:g} s, "
+                f"${LOCK_WAIT_ENV}); nothing was changed",
+            )
+        translated = _translate(exc)
+        return DatabaseBusy(
+            f"gave up after {waited:.0f} s of conflicting transactions "
+            f"({translated.message}); nothing was changed",
+            sqlstate=translated.sqlstate,
+        )
 
     def _once(self, work: Callable[[Tx], T], *, write: bool) -> T:
         try:

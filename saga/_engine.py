@@ -9,6 +9,7 @@ from saga import _migrate, _purchases
 from saga._catalogue import Catalogue
 from saga._db import DEFAULT_URL, Database
 from saga._inbox import Inbox
+from saga._purchase_recon import PaymentJudge
 from saga._purchases import Purchases
 from saga._recon import Reconciliation
 from saga._sagas import Registry, Sagas
@@ -51,6 +52,9 @@ class Engine:
         provider: a payment provider to use instead of the sandbox.
         registry: the saga kinds; default :func:`default_registry`.
         check_schema: set ``False`` to skip the schema check (``saga db upgrade`` does).
+        create: set ``False`` for reads: a missing embedded file (the engine's or
+            the sandbox's) is then :class:`~saga.exceptions.DatabaseMissing`
+            instead of a new empty database.
 
     """
 
@@ -62,23 +66,32 @@ class Engine:
         provider: PaymentProvider | None = None,
         registry: Registry | None = None,
         check_schema: bool = True,
+        create: bool = True,
         pool_size: int = 5,
     ) -> None:
         self.db = Database(default_url() if url is None else url, pool_size=pool_size)
+        self._create = create
         if check_schema:
-            self.db.before_first_use(lambda: _migrate.ensure_current(self.db))
+            self.db.before_first_use(self._check_schema)
         self.registry = registry or default_registry()
         self.sagas = Sagas(self.db, self.registry)
         self.catalogue = Catalogue(self.db)
         self.purchases = Purchases(self.db, self.sagas)
-        self.inbox = Inbox(self.db, self.registry)
-        self.recon = Reconciliation(self.db, self.registry)
+        self.inbox = Inbox(self.db, self.registry, self.provider_getter)
+        self.recon = Reconciliation(
+            self.db, self.registry, PaymentJudge(self.db, self.provider_getter)
+        )
         self._sandbox_url = sandbox_url
         self._provider = provider
         self._sandbox: Sandbox | None = None
 
     def __repr__(self) -> str:
         return f"<Engine {self.db!r}>"
+
+    def _check_schema(self) -> None:
+        if not self._create:
+            self.db.require_file()
+        _migrate.ensure_current(self.db)
 
     @property
     def sandbox_url(self) -> str:
@@ -97,13 +110,17 @@ class Engine:
         if self._sandbox is None:
             from saga._sandbox import Sandbox  # noqa: PLC0415 - opened only when needed
 
-            self._sandbox = Sandbox(self.sandbox_url)
+            self._sandbox = Sandbox(self.sandbox_url, create=self._create)
         return self._sandbox
 
     @property
     def provider(self) -> PaymentProvider:
         """The payment provider: the one given, else the sandbox."""
         return self._provider if self._provider is not None else self.sandbox
+
+    def provider_getter(self) -> PaymentProvider:
+        """The payment provider, looked up when needed (the sandbox opens on first use)."""
+        return self.provider
 
     def step_kinds(self) -> list[JobKind]:
         """The job kinds that run the actions of the registered sagas."""
@@ -116,7 +133,8 @@ class Engine:
         return [] if self._provider is not None else [SandboxWebhooks(self)]
 
     def upgrade(self) -> _migrate.UpgradeResult:
-        """Create or migrate the schema (idempotent)."""
+        """Create or migrate the schema (idempotent); on PostgreSQL, its schema too."""
+        self.db.create_schema()
         return _migrate.upgrade(self.db)
 
     def close(self) -> None:

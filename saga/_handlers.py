@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
+DEFAULT_TIMEOUT_SECONDS: Final = 300.0
 # Errors that retrying cannot fix: bad data, a missing row, a refused transition.
 _PERMANENT: Final = (InvalidInput, NotFound, ConflictError, ValueError, TypeError, KeyError)
 
@@ -60,6 +61,9 @@ class JobKind:
     """
     One kind of job and its contract.
 
+    A job runs at most ``max_attempts`` times, and never more than the
+    attempts it was accepted with.
+
     Args:
         name: the ``kind`` stored on each job.
         handler: runs one job; returns a JSON-able result, or :class:`Apply`.
@@ -70,6 +74,10 @@ class JobKind:
         on_unknown: called in the completion transaction when the outcome is
             unknown (the saga opens a reconciliation item); without it the job
             becomes a dead letter of class ``unknown``, never a blind retry.
+        timeout_seconds: how long one attempt may run.  Past it the
+            heartbeat stops renewing the lease and the attempt fails as
+            ``timed_out`` (retried, or a dead letter on the last attempt);
+            whatever the handler does afterwards is refused by fencing.
 
     """
 
@@ -80,11 +88,19 @@ class JobKind:
     backoff: Backoff = field(default_factory=Backoff)
     classify: Callable[[BaseException], ErrorClass] = classify_error
     on_unknown: UnknownHandler | None = None
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             msg = f"max_attempts of {self.name!r} must be at least 1"
             raise ValueError(msg)
+        if not self.timeout_seconds > 0:
+            msg = f"timeout_seconds of {self.name!r} must be positive"
+            raise ValueError(msg)
+
+    def last_attempt(self, job: Job) -> bool:
+        """Whether a failure of ``job`` now exhausts its attempts (the job's or the kind's)."""
+        return job.attempt >= min(job.max_attempts, self.max_attempts)
 
 
 class Handlers:

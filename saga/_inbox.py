@@ -1,29 +1,37 @@
 """
 The inbox: provider events, however often and late they come, apply once.
 
-They arrive at least once, late, duplicated or out of order.
-The event id is claimed under a unique key in the same transaction as the
-event's effect on the saga, so a duplicate finds its id taken and changes
-nothing; the same id with other content is recorded as a conflict and never
-applied.  The state machine makes late and out-of-order events harmless:
-terminal states absorb them, and no declared transition goes backwards.
+They arrive at least once, late, duplicated or out of order, and they may
+lie (a forged or premature event).  An event is a hint: before it changes
+anything the provider is asked for the payment's (or refund's) status by
+key, outside any transaction, and that answer is what is applied.  The event
+id is claimed under a unique key in the same transaction as the effect, so a
+duplicate finds its id taken and changes nothing; the same id with other
+content is recorded as a conflict and never applied.  What the event said is
+kept beside what the provider said; an event that claims money the provider
+does not confirm puts that evidence in front of a human (a review item).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from saga import _money, _validation
 from saga._codec import digest, dump_json
-from saga._sagas import fire_in
-from saga.exceptions import InvalidInput, TransitionNotAllowed
+from saga._purchase_steps import apply_payment, apply_refund
+from saga._recon import open_review
+from saga.exceptions import InvalidInput, ProviderUnavailable
+from steps.purchase import payment_evidence, payment_key, refund_key
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from sqlalchemy.engine import RowMapping
 
     from saga._db import Database, Tx
     from saga._sagas import Registry
+    from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
 EVENTS: Final = {
     "payment.succeeded": "payment_succeeded",
@@ -78,6 +86,9 @@ class Delivery:
     duplicate: bool = False
     conflict: bool = False
     detail: str | None = None
+    provider: dict[str, Any] | None = None
+    contradictions: tuple[str, ...] = field(default=())
+    review_item: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The delivery as plain data."""
@@ -89,23 +100,91 @@ class Delivery:
             "duplicate": self.duplicate,
             "conflict": self.conflict,
             "detail": self.detail,
+            "provider": self.provider,
+            "contradicts_provider": bool(self.contradictions),
+            "contradictions": list(self.contradictions),
+            "review_item": self.review_item,
         }
+
+
+@dataclass(frozen=True, slots=True)
+class _Truth:
+    """What the provider said about the payment (or refund) an event is about."""
+
+    payment: ProviderPayment | None
+    refund: ProviderRefund | None
+    asked_refund: bool
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"payment": dict(payment_evidence(self.payment))}
+        if self.asked_refund:
+            out["refund"] = (
+                {"found": False}
+                if self.refund is None
+                else {
+                    "found": True,
+                    "refund_id": self.refund.refund_id,
+                    "status": self.refund.status,
+                    "amount_minor": self.refund.amount_minor,
+                }
+            )
+        return out
 
 
 class Inbox:
     """Deliver provider events to the purchases they concern."""
 
-    def __init__(self, db: Database, registry: Registry) -> None:
+    def __init__(
+        self, db: Database, registry: Registry, provider: Callable[[], PaymentProvider]
+    ) -> None:
         self.db = db
         self.registry = registry
+        self.provider = provider
 
     def deliver(self, event: ProviderEvent, *, source: str = "cli") -> Delivery:
-        """Apply ``event`` at most once; see :class:`Delivery` for what happened."""
-        return self.db.transaction(lambda tx: deliver_in(tx, self.registry, event, source=source))
+        """
+        Apply ``event`` at most once; see :class:`Delivery` for what happened.
+
+        The provider is asked first; if it gives no answer nothing is recorded
+        and :class:`~saga.exceptions.ProviderUnavailable` is raised, so the
+        sender delivers the event again later.
+        """
+        fingerprint = digest(event.payload())
+        saga_id, ask = self.db.transaction(lambda tx: _prepare(tx, event, fingerprint), write=False)
+        truth = self._ask(saga_id, event) if ask and saga_id is not None else None
+        return self.db.transaction(
+            lambda tx: deliver_in(tx, self.registry, event, source=source, truth=truth)
+        )
+
+    def _ask(self, saga_id: str, event: ProviderEvent) -> _Truth:
+        provider = self.provider()
+        key = payment_key(saga_id)
+        try:
+            payment = provider.payment_status(key=key)
+            if event.type.startswith("refund."):
+                return _Truth(payment, provider.refund_status(key=refund_key(key)), True)
+        except Exception as exc:
+            raise ProviderUnavailable(operation=f"status of {key}", error=str(exc)) from exc
+        return _Truth(payment, None, False)
 
 
-def deliver_in(tx: Tx, registry: Registry, event: ProviderEvent, *, source: str) -> Delivery:
-    """:meth:`Inbox.deliver` inside ``tx``."""
+def _prepare(tx: Tx, event: ProviderEvent, fingerprint: str) -> tuple[str | None, bool]:
+    """The purchase the event is about, and whether the provider must be asked."""
+    seen = tx.one("get_inbox_event", event_id=event.event_id)
+    if seen is not None and (seen["digest"] != fingerprint or seen["outcome"] != "unmatched"):
+        return seen["saga_id"], False  # a conflict or a duplicate: nothing to apply
+    return _find_purchase(tx, event), True
+
+
+def deliver_in(
+    tx: Tx,
+    registry: Registry,
+    event: ProviderEvent,
+    *,
+    source: str,
+    truth: _Truth | None = None,
+) -> Delivery:
+    """:meth:`Inbox.deliver` inside ``tx``, with the provider's answer already in hand."""
     payload = event.payload()
     fingerprint = digest(payload)
     claimed = tx.one(
@@ -126,10 +205,12 @@ def deliver_in(tx: Tx, registry: Registry, event: ProviderEvent, *, source: str)
                 digest=fingerprint,
                 payload=dump_json(payload),
             )
+            saga_id = None if seen is None else seen["saga_id"]
             return Delivery(
                 event.event_id,
                 "conflict",
-                None if seen is None else seen["saga_id"],
+                saga_id,
+                state=_state_of(tx, saga_id),
                 conflict=True,
                 detail="the same event id arrived before with other content; recorded, not applied",
             )
@@ -138,13 +219,14 @@ def deliver_in(tx: Tx, registry: Registry, event: ProviderEvent, *, source: str)
                 event.event_id,
                 seen["outcome"],
                 seen["saga_id"],
+                state=_state_of(tx, seen["saga_id"]),
                 duplicate=True,
                 detail=seen["detail"],
             )
         # Seen before, but no purchase knew the payment then (the event
         # overtook the provider's answer): match it again now.
     saga_id = _find_purchase(tx, event)
-    if saga_id is None:
+    if saga_id is None or truth is None:
         unmatched = f"no purchase knows payment {event.payment_id}"
         tx.run(
             "settle_inbox_event",
@@ -152,18 +234,123 @@ def deliver_in(tx: Tx, registry: Registry, event: ProviderEvent, *, source: str)
             saga_id=None,
             outcome="unmatched",
             detail=unmatched,
+            evidence=None,
         )
         return Delivery(event.event_id, "unmatched", detail=unmatched)
-    _record_answer(tx, saga_id, event)
-    outcome, state, detail = _apply(tx, registry, saga_id, event)
+    contradictions, money_claim = _contradictions(event, truth)
+    review = None
+    if money_claim:
+        review = open_review(
+            tx,
+            saga_id,
+            subject="refund" if event.type.startswith("refund.") else "payment",
+            reason="event_contradicts_provider",
+            evidence={
+                "what": f"event {event.event_id} ({event.type}) claims money the provider "
+                "does not confirm",
+                "event": payload,
+                "provider": truth.to_json(),
+                "contradictions": contradictions,
+            },
+            actor="provider",
+        )
+    extra = {"event_id": event.event_id}
+    cause = f"webhook {event.event_id}: provider status"
+    if event.type.startswith("refund."):
+        result = (
+            apply_refund(
+                tx, registry, saga_id, truth.refund, actor="provider", cause=cause, extra=extra
+            )
+            if truth.refund is not None
+            else {"outcome": "absorbed"}
+        )
+    else:
+        result = (
+            apply_payment(
+                tx, registry, saga_id, truth.payment, actor="provider", cause=cause, extra=extra
+            )
+            if truth.payment is not None
+            else {"outcome": "absorbed"}
+        )
+    outcome = str(result["outcome"])
+    review = review or result.get("review_item")
+    detail = "; ".join(contradictions) or None
     tx.run(
         "settle_inbox_event",
         event_id=event.event_id,
         saga_id=saga_id,
         outcome=outcome,
         detail=detail,
+        evidence=dump_json(
+            {"provider": truth.to_json(), "contradictions": contradictions, "review_item": review}
+        ),
     )
-    return Delivery(event.event_id, outcome, saga_id, state=state, detail=detail)
+    return Delivery(
+        event.event_id,
+        outcome,
+        saga_id,
+        state=_state_of(tx, saga_id),
+        detail=detail,
+        provider=truth.to_json(),
+        contradictions=tuple(contradictions),
+        review_item=review,
+    )
+
+
+def _contradictions(event: ProviderEvent, truth: _Truth) -> tuple[list[str], bool]:
+    """
+    How the event's payload differs from the provider, and whether it claims money.
+
+    A stale failure or a premature success is only a hint that came at the
+    wrong time; a success the provider denies, or one of another amount or
+    currency, claims money that is not there: a human should look.
+    """
+    found: list[str] = []
+    claim = False
+    if event.type.startswith("payment."):
+        payment = truth.payment
+        status = "none" if payment is None else payment.status
+        said = "succeeded" if event.type == "payment.succeeded" else "failed"
+        if status != said:
+            found.append(f"the event says {said}, the provider says {status}")
+            claim = said == "succeeded" and status in ("none", "failed", "cancelled")
+        if said == "succeeded" and payment is not None and payment.status == "succeeded":
+            charged = (payment.charged_minor, payment.currency)
+            if (event.amount_minor, event.currency) != charged:
+                found.append(
+                    f"the event says {event.amount_minor} {event.currency}, "
+                    f"the provider charged {charged[0]} {charged[1]}"
+                )
+                claim = True
+        if payment is not None and payment.payment_id != event.payment_id:
+            found.append(
+                f"the event names payment {event.payment_id}, the provider {payment.payment_id}"
+            )
+            claim = claim or said == "succeeded"
+        return found, claim
+    refund = truth.refund
+    status = "none" if refund is None else refund.status
+    said = "succeeded" if event.type == "refund.succeeded" else "failed"
+    if status != said:
+        found.append(f"the event says refund {said}, the provider says {status}")
+        claim = said == "succeeded" and status in ("none", "failed")
+    if (
+        refund is not None
+        and event.amount_minor is not None
+        and event.amount_minor != refund.amount_minor
+    ):
+        found.append(
+            f"the event says {event.amount_minor} refunded, the provider {refund.amount_minor}"
+        )
+        claim = True
+    return found, claim
+
+
+def _state_of(tx: Tx, saga_id: str | None) -> str | None:
+    if saga_id is None:
+        return None
+    row = tx.one("get_saga", id=saga_id)
+    return None if row is None else str(row["state"])
 
 
 def _find_purchase(tx: Tx, event: ProviderEvent) -> str | None:
@@ -181,44 +368,3 @@ def _find_purchase(tx: Tx, event: ProviderEvent) -> str | None:
         if row is not None:
             return str(row["saga_id"])
     return None
-
-
-def _record_answer(tx: Tx, saga_id: str, event: ProviderEvent) -> None:
-    if event.type.startswith("payment."):
-        status = "succeeded" if event.type == "payment.succeeded" else "failed"
-        tx.run(
-            "record_payment_answer",
-            saga_id=saga_id,
-            status=status,
-            provider_ref=event.payment_id,
-            charged_minor=event.amount_minor,
-            charged_currency=event.currency,
-        )
-    else:
-        status = "succeeded" if event.type == "refund.succeeded" else "failed"
-        tx.run("record_refund_answer", saga_id=saga_id, status=status, provider_ref=event.refund_id)
-
-
-def _apply(
-    tx: Tx, registry: Registry, saga_id: str, event: ProviderEvent
-) -> tuple[str, str | None, str | None]:
-    payload: dict[str, Any] = {"event_id": event.event_id}
-    if event.amount_minor is not None:
-        payload["amount_minor"] = event.amount_minor
-    if event.currency is not None:
-        payload["currency"] = event.currency
-    try:
-        fired = fire_in(
-            tx,
-            registry,
-            saga_id,
-            EVENTS[event.type],
-            payload=payload,
-            actor="provider",
-            cause=f"webhook {event.event_id}",
-        )
-    except TransitionNotAllowed as exc:
-        return "not_applicable", exc.state, exc.message
-    if fired.absorbed:
-        return "absorbed", fired.saga.state, f"{fired.saga.state} absorbs {event.type}"
-    return "applied", fired.saga.state, None

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Protocol
 import structlog
 
 from saga._inbox import ProviderEvent
-from saga.exceptions import InvalidInput
+from saga.exceptions import InvalidInput, ProviderUnavailable
 
 if TYPE_CHECKING:
     from saga._engine import Engine
@@ -56,7 +56,13 @@ class SandboxWebhooks:
             except InvalidInput as exc:
                 log.warning("webhook_rejected", event_id=webhook.event_id, error=exc.message)
             else:
-                self.engine.inbox.deliver(event, source="sandbox")
+                try:
+                    self.engine.inbox.deliver(event, source="sandbox")
+                except ProviderUnavailable as exc:
+                    # Not delivered: its lease runs out and it comes back, like a
+                    # provider retrying a webhook the receiver answered with 503.
+                    log.warning("webhook_deferred", event_id=webhook.event_id, error=exc.message)
+                    continue
             sandbox.delivered(webhook)
         return len(webhooks)
 

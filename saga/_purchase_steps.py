@@ -2,10 +2,15 @@
 The purchase saga's steps as job handlers.
 
 Each step writes its intent (with a key derived from the saga) in one short
-transaction, calls the provider outside any transaction, and records the
-answer and the saga's transition in the fenced completion transaction of its
-job.  A timeout is never read as a failure: it moves the saga to
-``needs_reconciliation``, where the checker finds out what happened.
+fenced transaction, calls the provider outside any transaction, and records
+the answer and the saga's transition in the fenced completion transaction
+of its job.  Writing the payment intent is also what moves the purchase from
+``reserved`` ("payment not yet requested") to ``payment_pending``.  A timeout
+is never read as a failure: it moves the saga to ``needs_reconciliation``,
+where the checker finds out what happened.
+
+Every effect rests on the provider's answer read by key; the engine's money
+records take that answer and are never rewritten (see :mod:`saga._payments`).
 """
 
 from __future__ import annotations
@@ -18,20 +23,18 @@ from saga._codec import as_utc
 from saga._faults import crash_point
 from saga._handlers import Apply, JobKind, classify_error, error_text
 from saga._jobs import NewJob, enqueue_in
-from saga._queue import fence_in
-from saga._recon import (
-    CHECKER,
-    OPERATORS,
-    RECONCILE_KIND,
-    ReconItem,
-    ReconPolicy,
-    event_log,
-    get_item_in,
-    record_observation,
-    schedule_check,
+from saga._payments import (
+    mark_payment_unknown,
+    mark_refund_unknown,
+    payment_record,
+    record_payment,
+    record_refund,
+    refund_evidence,
 )
+from saga._queue import fence_in
+from saga._recon import open_review
 from saga._records import SagaRecord
-from saga._sagas import fire_in, get_in
+from saga._sagas import fire_in
 from saga.exceptions import NotFound, TransitionNotAllowed
 from steps import OutcomeUnknown, ProviderPayment, StepError, TransientError
 from steps.purchase import payment_evidence, payment_key, read_payment, refund_key
@@ -41,40 +44,43 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga._db import Tx
-    from saga._engine import Engine
+    from saga._db import Database, Tx
     from saga._queue import Job
+    from saga._sagas import Change, Registry
     from steps import PaymentProvider, ProviderRefund
     from steps.errors import ErrorClass
 
 log = structlog.get_logger(__name__)
 
 QUEUE: Final = "purchase"
-_OPEN: Final = ("reserved", "payment_pending")
-_READING_EVENT: Final = {
+OPEN: Final = ("reserved", "payment_pending")
+# Which saga event a provider's reading of a payment is.  "pending" is none:
+# the purchase already waits in payment_pending.
+PAYMENT_EVENT: Final = {
     "paid": "payment_succeeded",
     "mismatch": "payment_succeeded",
-    "pending": "payment_requested",
     "not_paid": "payment_failed",
 }
+REFUND_EVENT: Final = {"succeeded": "refund_succeeded", "failed": "refund_failed"}
 
 
 class PurchaseSteps:
-    """The job kinds of the purchase saga, bound to one engine and its provider."""
+    """The job kinds of the purchase saga, bound to a database, its sagas and a provider."""
 
-    def __init__(self, engine: Engine, policy: ReconPolicy | None = None) -> None:
-        self.engine = engine
-        self.db = engine.db
-        self.registry = engine.registry
-        self.policy = policy or ReconPolicy()
+    def __init__(
+        self, db: Database, registry: Registry, provider: Callable[[], PaymentProvider]
+    ) -> None:
+        self.db = db
+        self.registry = registry
+        self._provider = provider
 
     @property
     def provider(self) -> PaymentProvider:
-        """The payment provider (the sandbox, unless the engine was given another)."""
-        return self.engine.provider
+        """The payment provider."""
+        return self._provider()
 
     def kinds(self) -> list[JobKind]:
-        """One job kind per step, plus the reconciliation checker."""
+        """One job kind per step."""
 
         def kind(name: str, handler: Callable[[Job], Any], **options: Any) -> JobKind:
             return JobKind(f"purchase.{name}", handler, queue=QUEUE, **options)
@@ -86,7 +92,6 @@ class PurchaseSteps:
             kind("grant_access", self.grant_access),
             kind("revoke_access", self.revoke_access),
             kind("refund", self.refund, on_unknown=self.refund_unknown),
-            JobKind(RECONCILE_KIND, self.reconcile, queue="reconciliation", max_attempts=5),
         ]
 
     # -- payment -----------------------------------------------------------------------
@@ -94,7 +99,7 @@ class PurchaseSteps:
     def request_payment(self, job: Job) -> Any:
         """Write the intent, ask the provider to charge under its key, record the answer."""
         saga_id = str(job.payload["saga_id"])
-        intent = self.db.transaction(lambda tx: _record_intent(tx, saga_id, job))
+        intent = self.db.transaction(lambda tx: _record_intent(tx, self.registry, saga_id, job))
         if intent is None:
             return {"skipped": "the purchase no longer waits for a payment request"}
         crash_point("request_payment.before_call")
@@ -106,24 +111,24 @@ class PurchaseSteps:
             reference=saga_id,
         )
         crash_point("request_payment.after_call")
-        return Apply(lambda tx: self._payment_answer(tx, saga_id, payment, cause="create answer"))
+        return Apply(
+            lambda tx: apply_payment(
+                tx, self.registry, saga_id, payment, actor="worker", cause="provider create answer"
+            )
+        )
 
     def payment_unknown(self, tx: Tx, job: Job, error: StepError) -> None:
         """The create call's outcome is unknown: reconciliation, never a blind retry."""
         saga_id = str(job.payload["saga_id"])
-        tx.run(
-            "record_payment_answer",
-            saga_id=saga_id,
-            status="unknown",
-            provider_ref=None,
-            charged_minor=None,
-            charged_currency=None,
-        )
+        mark_payment_unknown(tx, saga_id)
         payload = {"error": error.message, "evidence": error.evidence}
-        if not self._fire(tx, saga_id, "payment_outcome_unknown", payload, cause=error.message):
+        fired = fire_quietly(
+            tx, self.registry, saga_id, "payment_outcome_unknown", payload, cause=error.message
+        )
+        if fired != "applied":
             # The purchase moved on meanwhile; if money was taken after all, a
             # later look at the provider turns it into a refund.
-            self._queue_step(tx, saga_id, "check_payment", delay=self.policy.first_check_seconds)
+            queue_step(tx, saga_id, "check_payment", delay=2.0)
 
     def check_payment(self, job: Job) -> Any:
         """Ask the provider about the payment and act on a late success or a stuck intent."""
@@ -140,7 +145,11 @@ class PurchaseSteps:
             # Still in flight after a cancellation request: look again later.
             msg = f"payment {payment.payment_id} is still pending"
             raise TransientError(msg)
-        return Apply(lambda tx: self._payment_answer(tx, saga_id, payment, cause="status check"))
+        return Apply(
+            lambda tx: apply_payment(
+                tx, self.registry, saga_id, payment, actor="worker", cause="provider status check"
+            )
+        )
 
     def cancel_payment(self, job: Job) -> Any:
         """Cancel an intent the purchase no longer wants; a late success becomes a refund."""
@@ -151,37 +160,11 @@ class PurchaseSteps:
         payment = self.provider.cancel_payment(key=intent["key"])
         if payment is None:
             return {"skipped": "the provider has no such payment"}
-        return Apply(lambda tx: self._payment_answer(tx, saga_id, payment, cause="cancellation"))
-
-    def _payment_answer(
-        self, tx: Tx, saga_id: str, payment: ProviderPayment, *, cause: str
-    ) -> dict[str, Any]:
-        tx.run(
-            "record_payment_answer",
-            saga_id=saga_id,
-            status=payment.status,
-            provider_ref=payment.payment_id,
-            charged_minor=payment.charged_minor,
-            charged_currency=payment.currency,
+        return Apply(
+            lambda tx: apply_payment(
+                tx, self.registry, saga_id, payment, actor="worker", cause="provider cancellation"
+            )
         )
-        saga = get_in(tx, saga_id)
-        reading = read_payment(
-            payment,
-            amount_minor=int(saga.data["amount_minor"]),
-            currency=str(saga.data["currency"]),
-        )
-        payload = {
-            "provider_status": payment.status,
-            "payment_id": payment.payment_id,
-            "amount_minor": payment.charged_minor,
-            "currency": payment.currency,
-        }
-        event = _READING_EVENT[reading]
-        moved = self._fire(tx, saga_id, event, payload, cause=f"provider {cause}")
-        if not moved and reading == "pending":
-            # The purchase is over but the intent is alive: cancel it.
-            self._queue_step(tx, saga_id, "cancel_payment", delay=0)
-        return {"reading": reading, "event": event, "moved": moved}
 
     # -- access ------------------------------------------------------------------------
 
@@ -232,181 +215,162 @@ class PurchaseSteps:
             key=intent["key"], payment_id=charge.payment_id, amount_minor=amount
         )
         crash_point("refund.after_call")
-        return Apply(lambda tx: self._refund_answer(tx, saga_id, refund))
+        return Apply(
+            lambda tx: apply_refund(
+                tx, self.registry, saga_id, refund, actor="worker", cause="provider refund answer"
+            )
+        )
 
     def refund_unknown(self, tx: Tx, job: Job, error: StepError) -> None:
         """The refund call's outcome is unknown: reconciliation, never a silent refunded."""
         saga_id = str(job.payload["saga_id"])
-        tx.run("record_refund_answer", saga_id=saga_id, status="unknown", provider_ref=None)
-        self._fire(
+        mark_refund_unknown(tx, saga_id)
+        fire_quietly(
             tx,
+            self.registry,
             saga_id,
             "refund_outcome_unknown",
             {"error": error.message, "evidence": error.evidence},
             cause=error.message,
         )
 
-    def _refund_answer(self, tx: Tx, saga_id: str, refund: ProviderRefund) -> dict[str, Any]:
-        tx.run(
-            "record_refund_answer",
-            saga_id=saga_id,
-            status=refund.status,
-            provider_ref=refund.refund_id,
+    def _refund_impossible(self, tx: Tx, saga_id: str, why: str) -> dict[str, Any]:
+        fire_quietly(tx, self.registry, saga_id, "refund_failed", {"error": why}, cause=why)
+        return {"refund": "impossible", "why": why}
+
+
+# -- applying the provider's answers --------------------------------------------------
+
+
+def apply_payment(
+    tx: Tx,
+    registry: Registry,
+    saga_id: str,
+    payment: ProviderPayment,
+    *,
+    actor: str,
+    cause: str,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """
+    Act on what the provider said about a purchase's payment, in ``tx``.
+
+    The answer is recorded first; one that contradicts a settled record goes
+    to a human as evidence and moves nothing.  Then the reading moves the
+    saga: paid (or another amount: reconciliation) or not paid.  A payment
+    still pending for a purchase that is over is cancelled.
+    """
+    saga = _locked(tx, saga_id)
+    if not record_payment(tx, saga_id, payment):
+        item = open_review(
+            tx,
+            saga_id,
+            subject="payment",
+            reason="provider_contradicts_record",
+            evidence={
+                "what": f"the provider's answer ({cause}) differs from the settled record",
+                "provider": dict(payment_evidence(payment)),
+                "record": payment_record(tx.one("get_payment", saga_id=saga_id)),
+            },
+            actor=actor,
         )
+        return {"reading": "contradiction", "review_item": item, "outcome": "absorbed"}
+    reading = read_payment(
+        payment, amount_minor=int(saga.data["amount_minor"]), currency=str(saga.data["currency"])
+    )
+    event = PAYMENT_EVENT.get(reading)
+    outcome = "absorbed"
+    if event is not None:
+        payload = {
+            "provider_status": payment.status,
+            "payment_id": payment.payment_id,
+            "amount_minor": payment.charged_minor,
+            "currency": payment.currency,
+            **(extra or {}),
+        }
+        outcome = fire_quietly(tx, registry, saga_id, event, payload, cause=cause, actor=actor)
+    elif saga.state not in OPEN:
+        # The purchase is over but the intent is alive: cancel it.
+        queue_step(tx, saga_id, "cancel_payment", delay=0)
+    return {"reading": reading, "event": event, "outcome": outcome}
+
+
+def apply_refund(
+    tx: Tx,
+    registry: Registry,
+    saga_id: str,
+    refund: ProviderRefund,
+    *,
+    actor: str,
+    cause: str,
+    extra: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Act on what the provider said about a purchase's refund, in ``tx`` (like payments)."""
+    _locked(tx, saga_id)
+    if not record_refund(tx, saga_id, refund):
+        item = open_review(
+            tx,
+            saga_id,
+            subject="refund",
+            reason="provider_contradicts_record",
+            evidence={
+                "what": f"the provider's answer ({cause}) differs from the settled refund",
+                "provider": dict(refund_evidence(refund)),
+            },
+            actor=actor,
+        )
+        return {"refund": "contradiction", "review_item": item, "outcome": "absorbed"}
+    event = REFUND_EVENT.get(refund.status)
+    outcome = "absorbed"
+    if event is not None:
         payload = {
             "refund_id": refund.refund_id,
             "status": refund.status,
             "amount_minor": refund.amount_minor,
+            **(extra or {}),
         }
-        if refund.status == "succeeded":
-            self._fire(tx, saga_id, "refund_succeeded", payload, cause="provider refunded")
-        elif refund.status == "failed":
-            self._fire(tx, saga_id, "refund_failed", payload, cause="provider declined the refund")
-        return {"refund": refund.status}
+        outcome = fire_quietly(tx, registry, saga_id, event, payload, cause=cause, actor=actor)
+    return {"refund": refund.status, "event": event, "outcome": outcome}
 
-    def _refund_impossible(self, tx: Tx, saga_id: str, why: str) -> dict[str, Any]:
-        self._fire(tx, saga_id, "refund_failed", {"error": why}, cause=why)
-        return {"refund": "impossible", "why": why}
 
-    # -- reconciliation checker --------------------------------------------------------
+def fire_quietly(
+    tx: Tx,
+    registry: Registry,
+    saga_id: str,
+    event: str,
+    payload: Mapping[str, Any],
+    *,
+    cause: str,
+    actor: str = "worker",
+) -> str:
+    """
+    Fire ``event``: ``applied``, ``absorbed`` (a final state ignored it) or ``not_applicable``.
 
-    def reconcile(self, job: Job) -> Any:
-        """One automatic check of a reconciliation item: ask the provider, decide or wait."""
-        item_id = str(job.payload["item_id"])
-        item = self.db.transaction(lambda tx: get_item_in(tx, item_id), write=False)
-        if (
-            item.status != "open"
-            or item.owner != CHECKER
-            or item.attempts != job.payload["attempts"]
-        ):
-            return {"skipped": f"item is {item.status}, owned by {item.owner}"}
-        saga = self.engine.sagas.get(item.saga_id)
-        observation = self._observe(item, saga)
-        return Apply(lambda tx: self._settle_check(tx, item, observation))
+    A step's event may come after the purchase moved on; that is an answer,
+    not an error.
+    """
+    try:
+        fired = fire_in(tx, registry, saga_id, event, payload=payload, actor=actor, cause=cause)
+    except TransitionNotAllowed as exc:
+        log.info("event_not_applicable", saga_id=saga_id, saga_event=event, state=exc.state)
+        return "not_applicable"
+    return "absorbed" if fired.absorbed else "applied"
 
-    def _observe(self, item: ReconItem, saga: SagaRecord) -> dict[str, Any]:
-        key = payment_key(saga.id)
-        try:
-            if item.subject == "refund":
-                refund = self.provider.refund_status(key=refund_key(key))
-                reading = (
-                    "none"
-                    if refund is None
-                    else {"succeeded": "refunded", "failed": "refund_failed"}.get(
-                        refund.status, "pending"
-                    )
-                )
-                found = (
-                    None
-                    if refund is None
-                    else {"refund_id": refund.refund_id, "status": refund.status}
-                )
-                return {"by": CHECKER, "reading": reading, "refund": found}
-            payment = self.provider.payment_status(key=key)
-            if payment is not None and payment.status == "pending":
-                payment = self.provider.cancel_payment(key=key) or payment
-            reading = read_payment(
-                payment,
-                amount_minor=int(saga.data["amount_minor"]),
-                currency=str(saga.data["currency"]),
-            )
-            return {"by": CHECKER, "reading": reading, "payment": dict(payment_evidence(payment))}
-        except Exception as exc:  # noqa: BLE001 - no answer is "unknown": check again later
-            return {"by": CHECKER, "reading": "unknown", "error": error_text(exc)}
 
-    def _settle_check(self, tx: Tx, seen: ReconItem, observation: dict[str, Any]) -> dict[str, Any]:
-        item = get_item_in(tx, seen.id, lock=True)
-        if item.status != "open" or item.version != seen.version or item.owner != CHECKER:
-            # An operator (or another check) acted first: this check loses, on the record.
-            event_log(
-                tx,
-                item.id,
-                CHECKER,
-                "check_discarded",
-                observation=observation,
-                why=f"item is {item.status} at version {item.version}",
-            )
-            return {"discarded": True}
-        reading = observation["reading"]
-        outcome = _CHECKER_OUTCOMES.get((item.subject, reading))
-        if outcome is not None:
-            event = {
-                "paid": "resolve_paid",
-                "not_paid": "resolve_not_paid",
-                "refund": "resolve_refund",
-                "refunded": "resolve_refunded",
-            }[outcome]
-            tx.run("set_recon_evidence", id=item.id, evidence=record_observation(item, observation))
-            fire_in(
-                tx,
-                self.registry,
-                item.saga_id,
-                event,
-                payload={
-                    "item_id": item.id,
-                    "item_version": item.version,
-                    "outcome": outcome,
-                    "reason": f"provider says {reading}",
-                },
-                actor=CHECKER,
-                cause=f"automatic check: provider says {reading}",
-            )
-            return {"resolved": outcome}
-        attempts = item.attempts + 1
-        escalate = attempts >= item.max_attempts or reading in ("mismatch", "refund_failed")
-        row = tx.one(
-            "record_recon_check",
-            id=item.id,
-            version=item.version,
-            evidence=record_observation(item, observation),
-            owner=OPERATORS if escalate else CHECKER,
-            next_check_seconds=(
-                self.policy.review_seconds if escalate else self.policy.next_check(attempts)
-            ),
-            escalated=escalate,
-        )
-        if row is None:  # pragma: no cover - the row is locked above
-            return {"discarded": True}
-        event_log(
-            tx,
-            item.id,
-            CHECKER,
-            "escalated" if escalate else "checked",
-            reading=reading,
-            attempts=attempts,
-        )
-        if not escalate:
-            schedule_check(tx, get_item_in(tx, item.id))
-        return {"reading": reading, "escalated": escalate}
-
-    # -- plumbing ----------------------------------------------------------------------
-
-    def _fire(
-        self, tx: Tx, saga_id: str, event: str, payload: Mapping[str, Any], *, cause: str
-    ) -> bool:
-        """Fire ``event``; whether the saga moved (absorbed or refused: it had moved on)."""
-        try:
-            fired = fire_in(
-                tx, self.registry, saga_id, event, payload=payload, actor="worker", cause=cause
-            )
-        except TransitionNotAllowed as exc:
-            log.info("event_not_applicable", saga_id=saga_id, event=event, state=exc.state)
-            return False
-        return not fired.absorbed
-
-    def _queue_step(self, tx: Tx, saga_id: str, action: str, *, delay: float) -> None:
-        saga = get_in(tx, saga_id)
-        enqueue_in(
-            tx,
-            NewJob(
-                id=f"step:{saga_id}:{saga.version}:{action}:late",
-                queue=QUEUE,
-                kind=f"purchase.{action}",
-                payload={"saga_id": saga_id, "action": action},
-                saga_id=saga_id,
-                delay_seconds=delay,
-            ),
-        )
+def queue_step(tx: Tx, saga_id: str, action: str, *, delay: float) -> None:
+    """Queue one more run of a purchase step, outside its state's own actions."""
+    saga = _locked(tx, saga_id)
+    enqueue_in(
+        tx,
+        NewJob(
+            id=f"step:{saga_id}:{saga.version}:{action}:late",
+            queue=QUEUE,
+            kind=f"purchase.{action}",
+            payload={"saga_id": saga_id, "action": action},
+            saga_id=saga_id,
+            delay_seconds=delay,
+        ),
+    )
 
 
 def _asking_again_is_safe(exc: BaseException) -> ErrorClass:
@@ -429,7 +393,7 @@ class LatePaymentHook:
     def on_create(self, tx: Tx, saga: SagaRecord) -> None:
         """Nothing to do for a new purchase."""
 
-    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Any) -> None:
+    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
         """Queue a late check when a purchase ends with its payment unsettled."""
         if after.state not in ("expired", "cancelled"):
             return
@@ -449,13 +413,35 @@ class LatePaymentHook:
         )
 
 
-# What an automatic check may settle on its own, by subject and reading.
-_CHECKER_OUTCOMES: Final = {
-    ("payment", "paid"): "paid",
-    ("payment", "not_paid"): "not_paid",
-    ("refund", "refunded"): "refunded",
-    ("refund", "none"): "refund",
-}
+class ExpiryAnswerHook:
+    """
+    Record what the provider said when a hold expired, with the transition it decided.
+
+    The timer asks the provider before it fires (:func:`hold_expiry_payload`);
+    what it heard is money evidence like any other answer, so it is written
+    to the payment record in the transition's own transaction.
+    """
+
+    def on_create(self, tx: Tx, saga: SagaRecord) -> None:
+        """Nothing to do for a new purchase."""
+
+    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
+        """Record the payment the expiry check saw, if it saw one."""
+        seen = change.payload.get("provider_payment")
+        if change.transition.event != "hold_expired" or not seen or not seen.get("found"):
+            return
+        record_payment(
+            tx,
+            after.id,
+            ProviderPayment(
+                payment_id=str(seen["payment_id"]),
+                key=payment_key(after.id),
+                status=seen["status"],
+                amount_minor=int(seen["amount_minor"]),
+                charged_minor=None if seen["charged_minor"] is None else int(seen["charged_minor"]),
+                currency=str(seen["currency"]),
+            ),
+        )
 
 
 def _locked(tx: Tx, saga_id: str) -> SagaRecord:
@@ -466,25 +452,43 @@ def _locked(tx: Tx, saga_id: str) -> SagaRecord:
     return SagaRecord.from_row(row)
 
 
-def _record_intent(tx: Tx, saga_id: str, job: Job) -> RowMapping | None:
-    """Write the payment intent, if this worker still owns the job and the hold still runs."""
+def _record_intent(tx: Tx, registry: Registry, saga_id: str, job: Job) -> RowMapping | None:
+    """
+    Write the payment intent and move the purchase to ``payment_pending``, fenced.
+
+    Only while this worker still owns the job and the hold still runs.  A
+    purchase already in ``payment_pending`` with an unanswered intent is a
+    retry after a crash: the same key goes to the provider again.
+    """
     if not fence_in(tx, [job]):
         return None  # a stale worker writes nothing; its completion is refused too
     saga = _locked(tx, saga_id)
-    if saga.state != "reserved":
+    if saga.state not in OPEN:
         return None
     # The hold ran out: the timer is about to expire the purchase (it may have
     # read "no payment requested" already), so no payment may start now.
     if saga.deadline_at is not None and saga.deadline_at <= as_utc(tx.scalar("db_now")):
         return None
-    tx.run(
-        "record_payment_intent",
-        saga_id=saga_id,
-        key=payment_key(saga_id),
-        amount_minor=saga.data["amount_minor"],
-        currency=saga.data["currency"],
-        method=saga.data["payment_method"],
-    )
+    key = payment_key(saga_id)
+    if saga.state == "reserved":
+        tx.run(
+            "record_payment_intent",
+            saga_id=saga_id,
+            key=key,
+            amount_minor=saga.data["amount_minor"],
+            currency=saga.data["currency"],
+            method=saga.data["payment_method"],
+            **tx.lease_params,
+        )
+        fire_in(
+            tx,
+            registry,
+            saga_id,
+            "payment_requested",
+            payload={"key": key},
+            actor="worker",
+            cause="payment intent written",
+        )
     row = tx.one("get_payment", saga_id=saga_id)
     if row is None or row["status"] != "intent":
         return None
@@ -508,11 +512,14 @@ def _record_refund_intent(
         amount_minor=amount,
         currency=currency,
         reason=saga.data.get("_previous_state"),
+        **tx.lease_params,
     )
     return tx.one("get_refund", saga_id=saga_id)
 
 
-def hold_expiry_payload(engine: Engine, saga: SagaRecord, event: str) -> dict[str, Any]:
+def hold_expiry_payload(
+    db: Database, provider: PaymentProvider, saga: SagaRecord, event: str
+) -> dict[str, Any]:
     """
     Ask the provider before a hold expires (DESIGN.md §1).
 
@@ -520,27 +527,30 @@ def hold_expiry_payload(engine: Engine, saga: SagaRecord, event: str) -> dict[st
     to reconciliation if the amount is wrong).  Not paid, or still pending:
     the intent is cancelled first and the purchase expires; a success that
     still comes later is a late payment, refunded.  No answer: unknown, and
-    the purchase goes to reconciliation.
+    the purchase goes to reconciliation.  What the provider said travels in
+    the payload, and :class:`ExpiryAnswerHook` records it.
     """
     if event != "hold_expired":
         return {}
-    intent = engine.db.transaction(lambda tx: tx.one("get_payment", saga_id=saga.id), write=False)
+    intent = db.transaction(lambda tx: tx.one("get_payment", saga_id=saga.id), write=False)
     if intent is None:
         return {"provider_status": "not_paid", "checked": "no payment was requested"}
     try:
-        payment = engine.provider.payment_status(key=intent["key"])
+        payment = provider.payment_status(key=intent["key"])
         if payment is not None and payment.status == "pending":
-            payment = engine.provider.cancel_payment(key=intent["key"]) or payment
+            payment = provider.cancel_payment(key=intent["key"]) or payment
     except Exception as exc:  # noqa: BLE001 - no answer is an unknown outcome, never "not paid"
         return {"provider_status": "unknown", "error": error_text(exc)}
     reading = read_payment(
         payment, amount_minor=int(saga.data["amount_minor"]), currency=str(saga.data["currency"])
     )
+    evidence = dict(payment_evidence(payment))
     if reading in ("paid", "mismatch") and payment is not None:
         return {
             "provider_status": "paid",
             "payment_id": payment.payment_id,
             "amount_minor": payment.charged_minor,
             "currency": payment.currency,
+            "provider_payment": evidence,
         }
-    return {"provider_status": "not_paid", "checked": dict(payment_evidence(payment))}
+    return {"provider_status": "not_paid", "checked": evidence, "provider_payment": evidence}

@@ -20,7 +20,6 @@ from saga._sagas import Change, Fired, Registry, Sagas, history_in
 from saga.exceptions import (
     DatabaseError,
     DuplicatePurchase,
-    InvalidInput,
     NotFound,
     SeatUnavailable,
     SoldOut,
@@ -35,6 +34,8 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import RowMapping
 
     from saga._db import Database, Tx
+    from saga._engine import Engine
+    from saga._handlers import JobKind
     from saga._records import SagaRecord, TransitionRecord
 
 KIND: Final = PURCHASE.name
@@ -106,7 +107,9 @@ def _seat_of(state: str) -> str:
 
 def register(registry: Registry) -> None:
     """Register the purchase saga: seats, reconciliation items, steps, hold expiry."""
-    from saga._purchase_steps import (  # noqa: PLC0415 - both import this module
+    from saga._purchase_recon import Checker  # noqa: PLC0415 - both import this module
+    from saga._purchase_steps import (  # noqa: PLC0415
+        ExpiryAnswerHook,
         LatePaymentHook,
         PurchaseSteps,
         hold_expiry_payload,
@@ -114,11 +117,26 @@ def register(registry: Registry) -> None:
     from saga._recon import ReconHook, ReconPolicy  # noqa: PLC0415
 
     policy = ReconPolicy()
+
+    def step_kinds(engine: Engine) -> list[JobKind]:
+        provider = engine.provider_getter
+        return [
+            *PurchaseSteps(engine.db, engine.registry, provider).kinds(),
+            Checker(engine.db, engine.registry, provider, policy).kind(),
+        ]
+
     registry.register(
         PURCHASE,
-        hooks=[SeatHook(), ReconHook(policy), LatePaymentHook(2 * policy.first_check_seconds)],
-        timeout_payload=hold_expiry_payload,
-        steps=lambda engine: PurchaseSteps(engine).kinds(),
+        hooks=[
+            SeatHook(),
+            ExpiryAnswerHook(),
+            ReconHook(policy),
+            LatePaymentHook(2 * policy.first_check_seconds),
+        ],
+        timeout_payload=lambda engine, saga, event: hold_expiry_payload(
+            engine.db, engine.provider, saga, event
+        ),
+        steps=step_kinds,
     )
 
 
@@ -268,7 +286,7 @@ class Purchases:
         The same ``operation_id`` with the same request returns the same
         purchase; with another request it raises
         :class:`~saga.exceptions.IdempotencyConflict`.  An unknown intensive
-        is :class:`~saga.exceptions.InvalidInput` on ``intensive_id``; no
+        is :class:`~saga.exceptions.NotFound`; no
         free seat is :class:`~saga.exceptions.SoldOut`.  A refusal changes
         nothing.
         """
@@ -287,14 +305,7 @@ class Purchases:
         }
 
         def prepare(tx: Tx) -> dict[str, Any]:
-            try:
-                intensive = get_intensive_in(tx, intensive_id)
-            except NotFound as exc:
-                raise InvalidInput(
-                    field="intensive_id",
-                    problem=f"no intensive {intensive_id!r}",
-                    value=intensive_id,
-                ) from exc
+            intensive = get_intensive_in(tx, intensive_id)  # NotFound: exit 4, nothing changed
             return {
                 **request,
                 "amount_minor": intensive.price_minor,
@@ -331,7 +342,7 @@ class Purchases:
             _validation.one_of("state", state, PURCHASE.state_names)
         if intensive_id is not None:
             _validation.identifier("intensive_id", intensive_id)
-        limit = _validation.whole_number("limit", limit, minimum=1, maximum=LIST_MAX)
+        limit = _validation.whole_number("limit", limit, minimum=1, maximum=LIST_MAX + 1)
 
         def work(tx: Tx) -> list[Purchase]:
             rows = tx.all("list_purchases", state=state, intensive_id=intensive_id, limit=limit)

@@ -205,21 +205,24 @@ class Queue:
         """
         Claim due jobs of ``kinds`` under one fresh lease token.
 
-        With ``rescue`` (the default), a job whose worker died holding it
-        (expired lease) is taken over first, alone, never inside a batch; one
-        that expired on its last attempt is dead-lettered instead
-        (``crashed``).  Otherwise up to ``batch`` due pending jobs are
-        claimed together.  A worker rescues every few seconds rather than on
-        every claim: expired leases appear a lease after a crash, not sooner.
+        With ``rescue`` (the default), jobs whose worker died holding them
+        (expired leases) are taken over first: up to ``batch`` at once the
+        first time their lease expires (a killed worker's whole batch comes
+        back together), alone after that (so a job that kills its worker
+        cannot take a batch down with it); one that expired on its last
+        attempt is dead-lettered instead (``crashed``).  Otherwise up to
+        ``batch`` due pending jobs are claimed together.  A worker rescues
+        every few seconds rather than on every claim: expired leases appear a
+        lease after a crash, not sooner.
         """
         kinds_json = json.dumps(sorted(set(kinds)))
         token = uuid.uuid4().hex
 
         def work(tx: Tx) -> list[Job]:
             if rescue:
-                rescued = _rescue(tx, kinds_json, token, lease_seconds)
-                if rescued is not None:
-                    return [rescued]
+                rescued = _rescue(tx, kinds_json, token, lease_seconds, batch)
+                if rescued:
+                    return rescued
             rows = tx.all(
                 "claim_jobs",
                 kinds=kinds_json,
@@ -330,8 +333,8 @@ class Queue:
         return self.db.transaction(work)
 
 
-def _rescue(tx: Tx, kinds_json: str, token: str, lease_seconds: float) -> Job | None:
-    """Dead-letter jobs whose last attempt's lease ran out; take over one other expired job."""
+def _rescue(tx: Tx, kinds_json: str, token: str, lease_seconds: float, batch: int) -> list[Job]:
+    """Dead-letter jobs whose last attempt's lease ran out; take over the other expired ones."""
     for row in tx.all("dead_letter_exhausted_leases", kinds=kinds_json, limit=100):
         log.warning(
             "job_dead_lettered",
@@ -340,10 +343,14 @@ def _rescue(tx: Tx, kinds_json: str, token: str, lease_seconds: float) -> Job | 
             attempts=row["attempts"],
             error_class="crashed",
         )
-    expired = tx.one(
-        "claim_expired_job", kinds=kinds_json, token=token, lease_seconds=lease_seconds
-    )
-    return None if expired is None else Job.from_claim(expired, token)
+    params = {"kinds": kinds_json, "token": token, "lease_seconds": lease_seconds}
+    rows = tx.all("claim_expired_jobs", batch=batch, **params)
+    if not rows:
+        again = tx.one("claim_expired_job", **params)
+        rows = [] if again is None else [again]
+    if rows:
+        log.info("leases_rescued", jobs=len(rows))
+    return [Job.from_claim(row, token) for row in rows]
 
 
 def get_job_in(tx: Tx, job_id: str) -> JobInfo:
@@ -355,9 +362,18 @@ def get_job_in(tx: Tx, job_id: str) -> JobInfo:
 
 
 def fence_in(tx: Tx, jobs: Sequence[Job]) -> set[str]:
-    """Lock the jobs still owned under their tokens; the ids that are."""
+    """
+    Lock the jobs still owned under their tokens; the ids that are.
+
+    Fencing one job makes the transaction that job's: ``tx.lease`` names it,
+    so the saga and money writes that follow record whose lease they were
+    made under (see :attr:`saga._db.Tx.lease`).
+    """
     items = json.dumps([{"id": job.id, "token": job.token} for job in jobs])
-    return {row["id"] for row in tx.all("fence_jobs", items=items)}
+    owned = {row["id"] for row in tx.all("fence_jobs", items=items)}
+    if len(jobs) == 1:
+        tx.lease = (jobs[0].id, jobs[0].token)
+    return owned
 
 
 def complete_in(tx: Tx, done: Sequence[Done]) -> set[str]:

@@ -1,14 +1,20 @@
 """
 The reconciliation queue: unknown outcomes, owned, checked, escalated, resolved.
 
-"Unknown" is not "failed".  When a purchase enters ``needs_reconciliation``
-an item opens in the same transaction, owned by the automatic checker, with
-the evidence of what was sent and what came back.  The checker asks the
-provider again with backoff; when its attempts run out the item escalates to
-the operators.  A resolution, automatic or by an operator with a reason,
-moves the saga through a declared transition only, is refused when the item
-changed since it was read or when the evidence contradicts it, and is
-audited either way.
+"Unknown" is not "failed".  When a saga enters ``needs_reconciliation`` an
+*outcome* item opens in the same transaction, owned by the automatic checker,
+with the evidence of what was sent and what came back; the saga stays there
+until the item is resolved.  A *review* item holds no saga: it is evidence
+for a human (an event that contradicts the provider).
+
+Every item has a deadline: when it passes unresolved, the item is escalated
+to the operators and marked overdue (a job due at the deadline does it, and
+``saga verify`` reports an overdue item nobody escalated).  A resolution,
+automatic or by an operator with a reason, moves the saga through a
+declared transition only; an operator's decision is first checked against
+fresh evidence by the application's :class:`Judge`, and is refused when the
+item changed since it was read or when the evidence contradicts it, audited
+either way.
 """
 
 from __future__ import annotations
@@ -17,13 +23,16 @@ import functools
 import json
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import structlog
 
 from saga import _validation
 from saga._codec import as_utc, dump_json, iso, load_json, maybe_utc
+from saga._handlers import Apply, JobKind
 from saga._jobs import NewJob, enqueue_in
 from saga._sagas import Change, fire_in
-from saga.exceptions import ConflictError, InvalidInput, NotFound
+from saga.exceptions import ConflictError, InvalidInput, NotFound, SagaError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -32,22 +41,27 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import RowMapping
 
     from saga._db import Database, Tx
+    from saga._queue import Job
     from saga._records import SagaRecord
     from saga._sagas import Registry
+
+log = structlog.get_logger(__name__)
 
 CHECKER: Final = "checker"
 OPERATORS: Final = "operators"
 RECON_STATE: Final = "needs_reconciliation"
+RECON_QUEUE: Final = "reconciliation"
 RECONCILE_KIND: Final = "purchase.reconcile"
-Outcome = Literal["paid", "not_paid", "refund", "refunded"]
-OPERATOR_OUTCOMES: Final = ("paid", "not_paid", "refund", "refunded")
-_EVENT_OF: Final = {
+DEADLINE_KIND: Final = "recon.deadline"
+REVIEWED: Final = "reviewed"
+OPERATOR_OUTCOMES: Final = ("paid", "not_paid", "refund", "refunded", REVIEWED)
+EVENT_OF: Final = {
     "paid": "resolve_paid",
     "not_paid": "resolve_not_paid",
     "refund": "resolve_refund",
     "refunded": "resolve_refunded",
 }
-_OUTCOME_OF: Final = {event: outcome for outcome, event in _EVENT_OF.items()}
+_OUTCOME_OF: Final = {event: outcome for outcome, event in EVENT_OF.items()}
 # Reasons no automatic check can settle: a human decides from the start.
 _HUMAN_REASONS: Final = frozenset({"amount_mismatch", "refund_declined"})
 
@@ -59,10 +73,18 @@ class StaleDecision(ConflictError):
         self.item_id = item_id
         self.expected = expected
         self.actual = actual
-        super().__init__(
-            f"reconciliation item {item_id} is {status} at version {actual}, "
-            f"not {expected}: it changed since it was read; nothing was applied"
-        )
+        self.status = status
+        if status != "open":
+            message = (
+                f"reconciliation item {item_id} is already {status} (version {actual}); "
+                "nothing was applied"
+            )
+        else:
+            message = (
+                f"reconciliation item {item_id} is at version {actual}, not {expected}: "
+                "it changed since it was read; nothing was applied"
+            )
+        super().__init__(message)
         self._kwargs = {
             "item_id": item_id,
             "expected": expected,
@@ -72,7 +94,7 @@ class StaleDecision(ConflictError):
 
 
 class ContradictedDecision(ConflictError):
-    """The evidence on the item contradicts the decision; nothing was applied."""
+    """The evidence contradicts the decision; nothing was applied."""
 
     def __init__(self, *, item_id: str, outcome: str, why: str) -> None:
         self.item_id = item_id
@@ -84,7 +106,7 @@ class ContradictedDecision(ConflictError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ReconPolicy:
-    """How the automatic checker works an item."""
+    """How the automatic checker works an item, and when an item is overdue."""
 
     first_check_seconds: float = 2.0
     max_attempts: int = 5
@@ -104,6 +126,7 @@ class ReconItem:
 
     id: str
     saga_id: str
+    kind: str
     status: str
     subject: str
     reason: str
@@ -114,6 +137,7 @@ class ReconItem:
     max_attempts: int
     deadline: datetime
     escalated_at: datetime | None
+    overdue_at: datetime | None
     version: int
     opened_at: datetime
     resolved_at: datetime | None
@@ -127,6 +151,7 @@ class ReconItem:
         return cls(
             id=row["id"],
             saga_id=row["saga_id"],
+            kind=row["kind"],
             status=row["status"],
             subject=row["subject"],
             reason=row["reason"],
@@ -137,6 +162,7 @@ class ReconItem:
             max_attempts=int(row["max_attempts"]),
             deadline=as_utc(row["deadline"]),
             escalated_at=maybe_utc(row["escalated_at"]),
+            overdue_at=maybe_utc(row["overdue_at"]),
             version=int(row["version"]),
             opened_at=as_utc(row["opened_at"]),
             resolved_at=maybe_utc(row["resolved_at"]),
@@ -147,7 +173,7 @@ class ReconItem:
 
     @property
     def latest_reading(self) -> str | None:
-        """What the provider said last (``paid``, ``not_paid``, ``refunded``…), if asked."""
+        """What the outside world said last (``paid``, ``not_paid``, ``refunded``…), if asked."""
         observations = self.evidence.get("observations") or []
         for observation in reversed(observations):
             reading = observation.get("reading")
@@ -156,7 +182,7 @@ class ReconItem:
         return None
 
     def to_json(self) -> dict[str, Any]:
-        """The contract's reconciliation item, plus its subject, version and resolution."""
+        """The contract's reconciliation item, plus its kind, subject, version and resolution."""
         return {
             "id": self.id,
             "saga_id": self.saga_id,
@@ -167,9 +193,12 @@ class ReconItem:
             "next_check_at": iso(self.next_check_at),
             "attempts": self.attempts,
             "deadline": iso(self.deadline),
+            "kind": self.kind,
             "subject": self.subject,
             "max_attempts": self.max_attempts,
             "escalated_at": iso(self.escalated_at),
+            "overdue": self.overdue_at is not None,
+            "overdue_at": iso(self.overdue_at),
             "version": self.version,
             "opened_at": iso(self.opened_at),
             "resolved_at": iso(self.resolved_at),
@@ -177,6 +206,47 @@ class ReconItem:
             "resolved_by": self.resolved_by,
             "resolution_reason": self.resolution_reason,
         }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Decision:
+    """An operator's decision about an outcome item, as given on the command line."""
+
+    item: ReconItem
+    outcome: str
+    operator: str
+    reason: str
+    external_ref: str | None = None
+    amount_minor: int | None = None
+
+    @property
+    def actor(self) -> str:
+        """Who decides, as the audit trail names them."""
+        return f"operator:{self.operator}"
+
+
+class Observation(Protocol):
+    """What a :class:`Judge` saw when it asked the outside world again."""
+
+    def to_json(self) -> dict[str, Any]:
+        """The observation as evidence (plain data)."""
+
+
+class Judge(Protocol):
+    """
+    How an application checks operators' decisions against fresh evidence.
+
+    ``observe`` runs outside any transaction and asks the outside world (the
+    payment provider) again; ``check`` runs in the decision's transaction,
+    records what was seen, and raises :class:`ContradictedDecision` when the
+    evidence contradicts the decision.
+    """
+
+    def observe(self, decision: Decision) -> Observation:
+        """Ask the outside world about the item (no transaction is open)."""
+
+    def check(self, tx: Tx, decision: Decision, observation: Observation) -> None:
+        """Record what was seen; refuse a decision the evidence contradicts."""
 
 
 def event_log(tx: Tx, item_id: str, actor: str, action: str, **detail: Any) -> None:
@@ -187,13 +257,13 @@ def event_log(tx: Tx, item_id: str, actor: str, action: str, **detail: Any) -> N
 
 
 class ReconHook:
-    """Opens an item when a purchase enters reconciliation, closes it when it leaves."""
+    """Opens an item when a saga enters reconciliation, closes it when it leaves."""
 
     def __init__(self, policy: ReconPolicy | None = None) -> None:
         self.policy = policy or ReconPolicy()
 
     def on_create(self, tx: Tx, saga: SagaRecord) -> None:
-        """Nothing to do: a new purchase is not in reconciliation."""
+        """Nothing to do: a new saga is not in reconciliation."""
 
     def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
         """Open or close the saga's item in the transition's own transaction."""
@@ -206,7 +276,6 @@ class ReconHook:
         subject = "refund" if before.state == "refund_pending" else "payment"
         reason = _reason(change, after)
         human = reason in _HUMAN_REASONS
-        item_id = f"rec_{uuid.uuid4().hex[:20]}"
         evidence = {
             "opened_by": {
                 "event": change.transition.event,
@@ -221,25 +290,16 @@ class ReconHook:
             },
             "observations": [],
         }
-        first = self.policy.review_seconds if human else self.policy.first_check_seconds
-        row = tx.one(
-            "insert_recon_item",
-            id=item_id,
+        item = insert_item(
+            tx,
             saga_id=after.id,
+            kind="outcome",
             subject=subject,
             reason=reason,
-            evidence=dump_json(evidence),
+            evidence=evidence,
             owner=OPERATORS if human else CHECKER,
-            next_check_seconds=first,
-            max_attempts=self.policy.max_attempts,
-            deadline_seconds=self.policy.deadline_seconds,
-            escalated=human,
-        )
-        if row is None:  # pragma: no cover - INSERT … RETURNING returns the row
-            raise NotFound(kind="reconciliation item", key=item_id)
-        item = ReconItem.from_row(row)
-        event_log(
-            tx, item.id, change.actor, "opened", reason=reason, subject=subject, owner=item.owner
+            policy=self.policy,
+            actor=change.actor,
         )
         if not human:
             schedule_check(tx, item)
@@ -252,20 +312,9 @@ class ReconHook:
         expected = change.payload.get("item_version", item.version)
         outcome = _OUTCOME_OF.get(change.transition.event, change.transition.event)
         reason = str(change.payload.get("reason") or change.cause or outcome)
-        if (
-            tx.one(
-                "resolve_recon_item",
-                id=item.id,
-                version=expected,
-                resolution=outcome,
-                resolved_by=change.actor,
-                resolution_reason=reason,
-            )
-            is None
-        ):
-            raise StaleDecision(
-                item_id=item.id, expected=int(expected), actual=item.version, status=item.status
-            )
+        close_item(
+            tx, item, expected=int(expected), outcome=outcome, actor=change.actor, reason=reason
+        )
         event_log(
             tx,
             item.id,
@@ -275,8 +324,113 @@ class ReconHook:
             reason=reason,
             saga_state=after.state,
         )
-        # The payment's own status keeps what the provider said: a resolution
-        # is the operators' decision about the purchase, not a provider answer.
+
+
+def insert_item(
+    tx: Tx,
+    *,
+    saga_id: str,
+    kind: str,
+    subject: str,
+    reason: str,
+    evidence: Mapping[str, Any],
+    owner: str,
+    policy: ReconPolicy,
+    actor: str,
+) -> ReconItem:
+    """Open an item, audited, with its deadline job; a human-owned one is escalated at once."""
+    human = owner != CHECKER
+    row = tx.one(
+        "insert_recon_item",
+        id=f"rec_{uuid.uuid4().hex[:20]}",
+        saga_id=saga_id,
+        kind=kind,
+        subject=subject,
+        reason=reason,
+        evidence=dump_json(dict(evidence)),
+        owner=owner,
+        next_check_seconds=policy.review_seconds if human else policy.first_check_seconds,
+        max_attempts=policy.max_attempts,
+        deadline_seconds=policy.deadline_seconds,
+        escalated=human,
+    )
+    if row is None:  # pragma: no cover - INSERT … RETURNING returns the row
+        raise NotFound(kind="reconciliation item", key=saga_id)
+    item = ReconItem.from_row(row)
+    event_log(tx, item.id, actor, "opened", reason=reason, subject=subject, owner=owner, kind=kind)
+    enqueue_in(
+        tx,
+        NewJob(
+            id=f"recon-deadline:{item.id}",
+            queue=RECON_QUEUE,
+            kind=DEADLINE_KIND,
+            payload={"item_id": item.id},
+            saga_id=saga_id,
+            available_at=item.deadline,
+            max_attempts=5,
+        ),
+    )
+    return item
+
+
+def close_item(
+    tx: Tx, item: ReconItem, *, expected: int, outcome: str, actor: str, reason: str
+) -> None:
+    """Compare-and-set ``item`` to resolved; :class:`StaleDecision` if it moved on."""
+    if (
+        tx.one(
+            "resolve_recon_item",
+            id=item.id,
+            version=expected,
+            resolution=outcome,
+            resolved_by=actor,
+            resolution_reason=reason,
+        )
+        is None
+    ):
+        raise StaleDecision(
+            item_id=item.id, expected=expected, actual=item.version, status=item.status
+        )
+    # Its deadline no longer matters: forget the job that would escalate it.
+    tx.run("drop_pending_job", id=f"recon-deadline:{item.id}")
+
+
+def open_review(
+    tx: Tx,
+    saga_id: str,
+    *,
+    subject: str,
+    reason: str,
+    evidence: Mapping[str, Any],
+    actor: str,
+    policy: ReconPolicy | None = None,
+) -> str:
+    """
+    Put evidence in front of a human without holding the saga; the item's id.
+
+    If the saga already has an open item, the evidence joins it (one place
+    to look); otherwise a review item opens, owned by the operators.
+    """
+    row = tx.one("any_open_recon_item_of_saga", saga_id=saga_id)
+    if row is not None:
+        item = ReconItem.from_row(row)
+        merged = dict(item.evidence)
+        merged["contradictions"] = [*merged.get("contradictions", []), dict(evidence)]
+        tx.run("set_recon_evidence", id=item.id, evidence=json.dumps(merged, sort_keys=True))
+        event_log(tx, item.id, actor, "evidence_added", reason=reason)
+        return item.id
+    item = insert_item(
+        tx,
+        saga_id=saga_id,
+        kind="review",
+        subject=subject,
+        reason=reason,
+        evidence={"contradictions": [dict(evidence)], "observations": []},
+        owner=OPERATORS,
+        policy=policy or ReconPolicy(),
+        actor=actor,
+    )
+    return item.id
 
 
 _FIXED_REASONS: Final = {
@@ -311,7 +465,7 @@ def schedule_check(tx: Tx, item: ReconItem) -> None:
         tx,
         NewJob(
             id=f"recon:{item.id}:{item.attempts}",
-            queue="reconciliation",
+            queue=RECON_QUEUE,
             kind=RECONCILE_KIND,
             payload={"item_id": item.id, "attempts": item.attempts},
             saga_id=item.saga_id,
@@ -329,24 +483,59 @@ def get_item_in(tx: Tx, item_id: str, *, lock: bool = False) -> ReconItem:
     return ReconItem.from_row(row)
 
 
+def escalate_if_overdue(tx: Tx, item_id: str) -> dict[str, Any]:
+    """Escalate an item whose deadline passed unresolved (once); what happened."""
+    row = tx.one("escalate_overdue_item", id=item_id)
+    if row is None:
+        return {"skipped": "resolved, already overdue, or not yet due"}
+    event_log(tx, item_id, "engine", "overdue", deadline=iso(as_utc(row["deadline"])))
+    log.warning(
+        "recon_item_overdue",
+        item_id=item_id,
+        saga_id=row["saga_id"],
+        reason=row["reason"],
+        deadline=iso(as_utc(row["deadline"])),
+        owner=OPERATORS,
+    )
+    return {"overdue": item_id}
+
+
+def deadline_kind() -> JobKind:
+    """The job kind that escalates items whose deadline passed unresolved."""
+
+    def handle(job: Job) -> Apply[dict[str, Any]]:
+        item_id = str(job.payload["item_id"])
+        return Apply(lambda tx: escalate_if_overdue(tx, item_id))
+
+    return JobKind(DEADLINE_KIND, handle, queue=RECON_QUEUE, max_attempts=5)
+
+
 class Reconciliation:
     """The operators' side of the queue: list, show, assign, resolve."""
 
-    def __init__(self, db: Database, registry: Registry) -> None:
+    def __init__(self, db: Database, registry: Registry, judge: Judge | None = None) -> None:
         self.db = db
         self.registry = registry
+        self.judge = judge
 
     def find(
-        self, *, status: str | None = "open", owner: str | None = None, limit: int = 100
+        self,
+        *,
+        status: str | None = "open",
+        owner: str | None = None,
+        overdue: bool = False,
+        limit: int = 100,
     ) -> list[ReconItem]:
-        """Items, oldest first; ``status=None`` for every item."""
+        """Items, oldest first; ``status=None`` for every item, ``overdue`` for those only."""
         if status is not None:
             _validation.one_of("status", status, ("open", "resolved"))
         if owner is not None:
             _validation.identifier("owner", owner)
         limit = _validation.whole_number("limit", limit, minimum=1, maximum=10_000)
         rows = self.db.transaction(
-            lambda tx: tx.all("list_recon_items", status=status, owner=owner, limit=limit),
+            lambda tx: tx.all(
+                "list_recon_items", status=status, owner=owner, overdue=overdue, limit=limit
+            ),
             write=False,
         )
         return [ReconItem.from_row(row) for row in rows]
@@ -407,53 +596,101 @@ class Reconciliation:
         operator: str,
         reason: str,
         expected_version: int | None = None,
+        external_ref: str | None = None,
+        amount_minor: int | None = None,
     ) -> ReconItem:
         """
-        Resolve an item as ``paid``, ``not_paid`` or ``refund``, for a reason.
+        Resolve an item for a reason.
 
-        The saga moves through the matching declared transition.  A stale
-        ``expected_version``, an item already resolved, or a decision the
-        evidence contradicts is refused (:class:`ConflictError`) and audited.
+        An outcome item (``paid``, ``not_paid``, ``refund``, ``refunded``)
+        moves its saga through the matching declared transition, after the
+        application's :class:`Judge` asked the outside world again: a
+        decision the fresh evidence contradicts is refused.  A review item
+        takes ``reviewed`` and moves nothing.  A stale ``expected_version``
+        or an item already resolved is refused too (:class:`ConflictError`);
+        every refusal is audited.
         """
         _validation.identifier("item_id", item_id)
         outcome = _validation.one_of("outcome", outcome, OPERATOR_OUTCOMES)
         operator = _validation.identifier("operator", operator)
         reason = _validation.text("reason", reason)
-        actor = f"operator:{operator}"
+        if external_ref is not None:
+            external_ref = _validation.operation_id(external_ref, field="external_ref")
+        what = f"resolve as {outcome}"
+        item = self.db.transaction(lambda tx: get_item_in(tx, item_id), write=False)
+        decision = Decision(
+            item=item,
+            outcome=outcome,
+            operator=operator,
+            reason=reason,
+            external_ref=external_ref,
+            amount_minor=amount_minor,
+        )
+        if item.kind == "review":
+            review = functools.partial(_review, decision=decision, expected=expected_version)
+            return self._audited(item_id, operator, what, review)
+        if outcome == REVIEWED:
+            raise InvalidInput(
+                field="outcome",
+                problem="'reviewed' closes review items; this item holds its saga: "
+                "resolve it as paid, not_paid, refund or refunded",
+            )
+        observation: Observation | None = None
+        if self.judge is not None:
+            judge = self.judge
+            observation = self._audited_call(
+                item_id, operator, what, lambda: judge.observe(decision)
+            )
 
         def work(tx: Tx) -> ReconItem:
-            item = get_item_in(tx, item_id, lock=True)
-            version = item.version if expected_version is None else expected_version
-            if item.status != "open" or item.version != version:
+            locked = get_item_in(tx, item_id, lock=True)
+            version = locked.version if expected_version is None else expected_version
+            if locked.status != "open" or locked.version != version:
                 raise StaleDecision(
-                    item_id=item_id, expected=version, actual=item.version, status=item.status
+                    item_id=item_id, expected=version, actual=locked.version, status=locked.status
                 )
-            payment = tx.one("get_payment", saga_id=item.saga_id)
-            contradiction(item, outcome, recorded=None if payment is None else payment["status"])
+            current = Decision(
+                item=locked,
+                outcome=outcome,
+                operator=operator,
+                reason=reason,
+                external_ref=external_ref,
+                amount_minor=amount_minor,
+            )
+            if self.judge is not None and observation is not None:
+                self.judge.check(tx, current, observation)
             fire_in(
                 tx,
                 self.registry,
-                item.saga_id,
-                _EVENT_OF[outcome],
+                locked.saga_id,
+                EVENT_OF[outcome],
                 payload={
                     "item_id": item_id,
                     "item_version": version,
                     "outcome": outcome,
                     "reason": reason,
+                    "external_ref": external_ref,
+                    "observation": None if observation is None else observation.to_json(),
                 },
-                actor=actor,
+                actor=current.actor,
                 cause=reason,
             )
             return get_item_in(tx, item_id)
 
-        return self._audited(item_id, operator, f"resolve as {outcome}", work)
+        return self._audited(item_id, operator, what, work)
 
     def _audited(
         self, item_id: str, operator: str, what: str, work: Callable[[Tx], ReconItem]
     ) -> ReconItem:
+        item: ReconItem = self._audited_call(
+            item_id, operator, what, lambda: self.db.transaction(work)
+        )
+        return item
+
+    def _audited_call(self, item_id: str, operator: str, what: str, call: Callable[[], Any]) -> Any:
         try:
-            return self.db.transaction(work)
-        except (ConflictError, InvalidInput) as exc:
+            return call()
+        except (ConflictError, InvalidInput, SagaError) as exc:
             # The refused decision rolled back; its audit row commits on its own.
             refusal = functools.partial(
                 _log_refusal, item_id=item_id, operator=operator, what=what, why=exc.message
@@ -462,40 +699,29 @@ class Reconciliation:
             raise
 
 
+def _review(tx: Tx, *, decision: Decision, expected: int | None) -> ReconItem:
+    item = get_item_in(tx, decision.item.id, lock=True)
+    if decision.outcome != REVIEWED:
+        raise ContradictedDecision(
+            item_id=item.id,
+            outcome=decision.outcome,
+            why="a review item holds no saga: it takes 'reviewed' once a human has looked",
+        )
+    version = item.version if expected is None else expected
+    if item.status != "open" or item.version != version:
+        raise StaleDecision(
+            item_id=item.id, expected=version, actual=item.version, status=item.status
+        )
+    close_item(
+        tx, item, expected=version, outcome=REVIEWED, actor=decision.actor, reason=decision.reason
+    )
+    event_log(tx, item.id, decision.actor, "resolved", outcome=REVIEWED, reason=decision.reason)
+    return get_item_in(tx, item.id)
+
+
 def _log_refusal(tx: Tx, *, item_id: str, operator: str, what: str, why: str) -> None:
     if tx.one("get_recon_item", id=item_id) is not None:
         event_log(tx, item_id, f"operator:{operator}", "refused", decision=what, why=why)
-
-
-def contradiction(item: ReconItem, outcome: str, *, recorded: str | None = None) -> None:
-    """
-    Refuse ``outcome`` if what the provider said contradicts it.
-
-    ``recorded`` is the payment status the engine recorded from the provider
-    (its answers and webhooks): a success there is evidence of money taken,
-    even if the checker has not looked yet.
-    """
-    reading = item.latest_reading
-    if recorded == "succeeded" and reading in (None, "not_paid"):
-        reading = "paid"
-    opened = item.evidence.get("opened_by", {}).get("payload", {})
-    why = None
-    if item.subject == "refund" and outcome in ("paid", "not_paid"):
-        why = "the item is about a refund: the payment was already settled"
-    elif outcome == "refunded" and item.subject != "refund":
-        why = "the item is about a payment: there is no refund to settle"
-    elif outcome == "paid" and (
-        reading in ("not_paid", "mismatch") or item.reason == "amount_mismatch"
-    ):
-        why = f"the provider reported {reading or 'another amount'}, not a payment of the price"
-    elif outcome == "not_paid" and reading in ("paid", "mismatch"):
-        why = "the provider reported money taken"
-    elif outcome == "refund" and item.subject == "payment":
-        taken = reading in ("paid", "mismatch") or opened.get("amount_minor") is not None
-        if not taken:
-            why = "no evidence that money was taken: there is nothing to refund"
-    if why is not None:
-        raise ContradictedDecision(item_id=item.id, outcome=outcome, why=why)
 
 
 def record_observation(item: ReconItem, observation: Mapping[str, Any]) -> str:

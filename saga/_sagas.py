@@ -322,6 +322,7 @@ def start_in(
         actor=actor,
         cause=f"operation {operation_id}",
         payload=dump_json({}),
+        **tx.lease_params,
     )
     for hook in saga_type.hooks:
         hook.on_create(tx, saga)
@@ -393,6 +394,7 @@ def fire_in(
         actor=actor,
         cause=cause,
         payload=dump_json(payload),
+        **tx.lease_params,
     )
     tx.run("drop_pending_timers", saga_id=saga_id, kind=TIMER_KIND)
     for hook in saga_type.hooks:

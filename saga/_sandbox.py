@@ -12,19 +12,16 @@ engine's inbox.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import psycopg
-from psycopg import sql
-
 from saga._codec import digest, load_json
 from saga._db import Database, normalize_url
 from saga._sqlfiles import sandbox_schema, split_statements
+from saga.exceptions import DatabaseMissing
 from steps import OutcomeUnknown, PaymentMethod, PermanentError, ProviderPayment, ProviderRefund
 
 if TYPE_CHECKING:
@@ -37,6 +34,8 @@ _SETUP_LOCK: Final = 0x5A6A_0002
 DEFAULT_SCHEMA: Final = "saga_sandbox"
 # What pm_amount_mismatch charges on top of the asked amount, in minor units.
 MISMATCH_EXTRA: Final = 100
+# How long a pm_stale_failure_first charge stays pending before it succeeds.
+SETTLE_SECONDS: Final = 1.0
 
 
 def sandbox_url_for(engine_url: str) -> str:
@@ -80,20 +79,23 @@ class Sandbox:
 
     """
 
-    def __init__(self, url: str, *, pool_size: int = 3) -> None:
+    def __init__(self, url: str, *, pool_size: int = 3, create: bool = True) -> None:
         self.url = url
         self.db = Database(
-            url, pool_size=pool_size, application_name="saga-sandbox", component="sandbox"
+            url,
+            pool_size=pool_size,
+            application_name="saga-sandbox",
+            component="sandbox",
+            field="sandbox_db",
         )
-        self.db.before_first_use(self._create)
+        self.db.before_first_use(self._create if create else self._require)
 
     def close(self) -> None:
         """Release its connections."""
         self.db.dispose()
 
     def _create(self) -> None:
-        if self.db.dialect == "postgres":
-            self._create_schema()
+        self.db.create_schema()
 
         def work(tx: Tx) -> None:
             tx.run("lock_setup", key=_SETUP_LOCK)
@@ -101,18 +103,12 @@ class Sandbox:
 
         self.db.transaction(work)
 
-    def _create_schema(self) -> None:
-        options = str(self.db.url.query.get("options", ""))
-        match = _SCHEMA.search(options)
-        if match is None:
-            return
-        conninfo = self.db.url.set(drivername="postgresql").render_as_string(hide_password=False)
-        # Another process may create it at the same moment: that is fine.
-        with (
-            psycopg.connect(conninfo, autocommit=True) as conn,
-            contextlib.suppress(psycopg.errors.UniqueViolation),
-        ):
-            conn.execute(sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(match[1])))
+    def _require(self) -> None:
+        """Refuse a sandbox ledger that does not exist (reads never create one)."""
+        self.db.require_file()
+        if not self.db.transaction(lambda tx: tx.scalar("ledger_exists"), write=False):
+            where = self.db.search_path_schema or self.url
+            raise DatabaseMissing(path=f"{where} (no sandbox ledger there)", field="sandbox_db")
 
     # -- payments ---------------------------------------------------------------------
 
@@ -173,7 +169,7 @@ class Sandbox:
     def _announce_charge(
         self, tx: Tx, payment: ProviderPayment, method: str, reference: str
     ) -> None:
-        if payment.status == "pending":
+        if payment.status == "pending" and method != PaymentMethod.STALE_FAILURE_FIRST:
             return
         kind = "payment.succeeded" if payment.status == "succeeded" else "payment.failed"
         body = _payment_body(payment, reference)
@@ -181,6 +177,20 @@ class Sandbox:
         copies = 2 if method == PaymentMethod.DUPLICATE_WEBHOOKS else 1
         for _ in range(copies):
             _queue(tx, event_id, kind, body, delay=0.0)
+        if method == PaymentMethod.STALE_FAILURE_FIRST:
+            # A failure about an earlier attempt arrives at once, before the
+            # charge settles; the success follows when it does.
+            stale = {**body, "status": "failed", "created_order": 0}
+            _queue(tx, f"evt_{uuid.uuid4().hex[:20]}", "payment.failed", stale, delay=0.0)
+            settled = {**body, "status": "succeeded", "amount_minor": payment.amount_minor}
+            _queue(
+                tx,
+                f"evt_{uuid.uuid4().hex[:20]}",
+                "payment.succeeded",
+                settled,
+                delay=SETTLE_SECONDS,
+            )
+            return
         if method == PaymentMethod.OUT_OF_ORDER_WEBHOOKS:
             # An older event about an earlier, declined attempt arrives after
             # the success: it must not make the purchase regress.
@@ -189,7 +199,12 @@ class Sandbox:
 
     def payment_status(self, *, key: str) -> ProviderPayment | None:
         """The payment made under ``key``, or ``None``."""
-        row = self.db.transaction(lambda tx: tx.one("charge_by_key", key=key), write=False)
+
+        def work(tx: Tx) -> RowMapping | None:
+            _settle_due(tx)
+            return tx.one("charge_by_key", key=key)
+
+        row = self.db.transaction(work)
         return None if row is None else _payment(row)
 
     def cancel_payment(self, *, key: str) -> ProviderPayment | None:
@@ -202,6 +217,7 @@ class Sandbox:
         """
 
         def work(tx: Tx) -> ProviderPayment | None:
+            _settle_due(tx)
             row = tx.one("lock_charge", key=key)
             if row is None or row["status"] != "pending":
                 return None if row is None else _payment(row)
@@ -243,6 +259,7 @@ class Sandbox:
         params = digest({"payment_id": payment_id, "amount_minor": amount_minor})
 
         def work(tx: Tx) -> tuple[ProviderRefund, bool, str]:
+            _settle_due(tx)
             existing = tx.one("refund_by_key", key=key)
             if existing is not None:
                 if existing["params_digest"] != params:
@@ -336,12 +353,22 @@ class Sandbox:
         """Every charge and refund, as the contract's ``saga sandbox ledger`` shows them."""
 
         def work(tx: Tx) -> dict[str, list[dict[str, Any]]]:
+            _settle_due(tx)
             return {
                 "charges": [dict(row) for row in tx.all("ledger_charges")],
                 "refunds": [dict(row) for row in tx.all("ledger_refunds")],
             }
 
-        return self.db.transaction(work, write=False)
+        return self.db.transaction(work)
+
+
+def _settle_due(tx: Tx) -> None:
+    """Charges that settle after a delay succeed once it has passed (read lazily)."""
+    tx.run(
+        "settle_due_charges",
+        method=PaymentMethod.STALE_FAILURE_FIRST.value,
+        settle_seconds=SETTLE_SECONDS,
+    )
 
 
 def _must(row: RowMapping | None) -> RowMapping:
@@ -355,7 +382,7 @@ def _must(row: RowMapping | None) -> RowMapping:
 def _charge_outcome(method: str, amount_minor: int) -> tuple[str, int | None]:
     if method == PaymentMethod.DECLINED:
         return "failed", None
-    if method == PaymentMethod.LATE:
+    if method in (PaymentMethod.LATE, PaymentMethod.STALE_FAILURE_FIRST):
         return "pending", None
     if method == PaymentMethod.AMOUNT_MISMATCH:
         return "succeeded", amount_minor + MISMATCH_EXTRA

@@ -58,6 +58,9 @@ def _collect(tx: Tx) -> dict[str, Any]:
     reconciliation = {
         "open": int(backlog["open"]) if backlog else 0,
         "oldest_age_s": round(float(backlog["oldest_age_s"] or 0), 3) if backlog else 0.0,
+        "escalated": int(backlog["escalated"] or 0) if backlog else 0,
+        "overdue": int(backlog["overdue"] or 0) if backlog else 0,
+        "review": int(backlog["review"] or 0) if backlog else 0,
     }
     return {
         "queues": dict(sorted(queues.items())),

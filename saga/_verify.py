@@ -1,18 +1,24 @@
 """
 ``saga verify``: every invariant of DESIGN.md §2, checked on the data.
 
-Each check reads the engine's tables (and the sandbox's ledger, for money)
-with named SQL queries and reports how many things it checked and which of
-them break the rule.  ``ok`` only if nothing does.
+Each check reads the engine's tables with named SQL queries (and asks the
+payment provider, through its port, about every money record) and reports
+how many things it checked and which of them break the rule.  ``ok`` only if
+nothing does.  Run it at quiescence: it reads the engine and the provider
+one after the other, not in one snapshot.
+
+The engine's own invariants live here; the purchase's (seats, money,
+access) in :mod:`saga._verify_purchase`.
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from saga._invariants import Invariant, Report
+from saga._verify_purchase import PURCHASE_CHECKS, ProviderView, provider_view
 from state_machine.purchase import PURCHASE
 
 if TYPE_CHECKING:
@@ -22,8 +28,8 @@ if TYPE_CHECKING:
 
     from saga._db import Tx
     from saga._engine import Engine
+    from saga._sagas import Registry
 
-EXAMPLES: Final = 5
 # Liveness: a saga that waits longer than twice its longest timeout is stuck
 # (with a floor, so a busy worker's polling and backoff are not "stuck").
 LIVENESS_FLOOR_S: Final = 60.0
@@ -32,70 +38,28 @@ _FINAL_OR_OWNED: Final = frozenset(
 )
 
 
-@dataclass(slots=True)
-class Invariant:
-    """One rule: how many things were checked, and the ones that break it."""
-
-    name: str
-    description: str
-    checked: int = 0
-    problems: list[str] = field(default_factory=list)
-
-    def check(self, ok: bool, problem: str) -> None:
-        """Count one thing; remember it if it breaks the rule."""
-        self.checked += 1
-        if not ok:
-            self.problems.append(problem)
-
-    def to_json(self) -> dict[str, Any]:
-        """The contract's invariant object, plus a few examples."""
-        return {
-            "name": self.name,
-            "checked": self.checked,
-            "violations": len(self.problems),
-            "description": self.description,
-            "examples": self.problems[:EXAMPLES],
-        }
-
-
-@dataclass(slots=True)
-class Report:
-    """All invariants."""
-
-    invariants: list[Invariant]
-
-    @property
-    def ok(self) -> bool:
-        """Whether every invariant holds."""
-        return all(not invariant.problems for invariant in self.invariants)
-
-    def to_json(self) -> dict[str, Any]:
-        """The contract's verify object."""
-        return {"ok": self.ok, "invariants": [i.to_json() for i in self.invariants]}
-
-
 def verify(engine: Engine) -> Report:
-    """Check every invariant on ``engine``'s database and its sandbox ledger."""
+    """Check every invariant on ``engine``'s database and its payment provider."""
     facts = engine.db.transaction(_engine_facts, write=False)
-    ledger = engine.sandbox.ledger()
-    checks: list[Callable[[dict[str, Any], dict[str, Any]], Invariant]] = [
-        _seats,
-        _seat_follows_state,
-        _one_charge,
-        _one_refund,
-        _money,
+    facts["registry"] = engine.registry
+    view = provider_view(engine, facts)
+    checks: list[Callable[[dict[str, Any], ProviderView], Invariant]] = [
+        *PURCHASE_CHECKS,
         _no_lost_intent,
         _reconciliation,
         _fencing,
         _audit,
+        _declared,
+        _one_effect_per_event,
         _liveness,
     ]
-    return Report([check(facts, ledger) for check in checks])
+    return Report([check(facts, view) for check in checks])
 
 
 def _engine_facts(tx: Tx) -> dict[str, Any]:
     transitions = tx.all("verify_transitions")
-    expected = _expected_jobs(transitions, tx.all("verify_saga_versions"))
+    sagas = tx.all("verify_saga_versions")
+    expected = _expected_jobs(transitions, sagas)
     known: set[str] = set()
     ids = sorted(expected)
     for start in range(0, len(ids), 500):
@@ -104,13 +68,19 @@ def _engine_facts(tx: Tx) -> dict[str, Any]:
     return {
         "ledger": tx.all("seat_ledger"),
         "purchases": tx.all("verify_purchases"),
+        "payments": tx.all("verify_payments"),
+        "refunds": tx.all("verify_refunds"),
+        "external": tx.all("verify_external"),
+        "access": tx.all("verify_access"),
         "without_operation": [row["id"] for row in tx.all("verify_sagas_without_operation")],
         "transitions": transitions,
-        "sagas": tx.all("verify_saga_versions"),
+        "sagas": sagas,
         "expected_jobs": expected,
         "known_jobs": known,
         "open_items": tx.all("verify_open_items"),
         "orphan_results": [row["job_id"] for row in tx.all("verify_orphan_results")],
+        "dead_letters": tx.all("verify_dead_letters"),
+        "inbox_effects": tx.all("verify_inbox_effects"),
     }
 
 
@@ -121,6 +91,8 @@ def _expected_jobs(
     expected: dict[str, str] = {}
     for row in transitions:
         state = PURCHASE.state(row["to_state"]) if PURCHASE.has_state(row["to_state"]) else None
+        if row["kind"] != PURCHASE.name:
+            state = None
         for action in state.actions if state else ():
             job = f"step:{row['saga_id']}:{row['version']}:{action}"
             expected[job] = f"{row['saga_id']} entered {row['to_state']} (v{row['version']})"
@@ -131,99 +103,7 @@ def _expected_jobs(
     return expected
 
 
-def _seats(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
-    rule = Invariant("seats", "held + taken + free = capacity, none negative, counters = purchases")
-    for row in facts["ledger"]:
-        free = row["capacity"] - row["held"] - row["taken"]
-        rule.check(
-            row["held"] >= 0
-            and row["taken"] >= 0
-            and free >= 0
-            and (row["held"], row["taken"]) == (row["purchases_held"], row["purchases_taken"]),
-            f"intensive {row['id']}: held {row['held']} taken {row['taken']} free {free}, "
-            f"purchases hold {row['purchases_held']} and take {row['purchases_taken']}",
-        )
-    return rule
-
-
-def _seat_follows_state(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
-    rule = Invariant("seat_follows_state", "each purchase holds exactly the seat its state says")
-    for row in facts["purchases"]:
-        declared = PURCHASE.state(row["state"]).meta.get("seat")
-        if declared is None:  # needs_reconciliation keeps what it had
-            came_from = row["previous_state"]
-            declared = "free" if came_from == "refund_pending" else "held"
-        rule.check(
-            row["seat"] == declared,
-            f"purchase {row['id']} in {row['state']} has seat {row['seat']}, not {declared}",
-        )
-    return rule
-
-
-def _charges_by_purchase(ledger: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
-    charges: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for charge in ledger["charges"]:
-        charges[charge["reference"]].append(charge)
-    return charges
-
-
-def _one_charge(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
-    rule = Invariant("one_charge_per_purchase", "at most one successful charge per purchase")
-    for reference, charges in _charges_by_purchase(ledger).items():
-        succeeded = [c for c in charges if c["status"] == "succeeded"]
-        rule.check(
-            len(succeeded) <= 1, f"purchase {reference}: {len(succeeded)} successful charges"
-        )
-    return rule
-
-
-def _one_refund(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
-    rule = Invariant("one_refund_per_payment", "at most one refund per payment")
-    by_payment: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for refund in ledger["refunds"]:
-        by_payment[refund["payment_id"]].append(refund)
-    for charge in ledger["charges"]:
-        refunds = [r for r in by_payment.get(charge["payment_id"], []) if r["status"] != "failed"]
-        rule.check(len(refunds) <= 1, f"payment {charge['payment_id']}: {len(refunds)} refunds")
-    return rule
-
-
-def _money(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
-    rule = Invariant(
-        "money_matches_state",
-        "confirmed: charged - refunded = price; expired/cancelled: nothing charged or refunded; "
-        "refunded: all of it back",
-    )
-    charges = _charges_by_purchase(ledger)
-    refunded: dict[str, int] = defaultdict(int)
-    for refund in ledger["refunds"]:
-        if refund["status"] == "succeeded":
-            refunded[refund["reference"]] += int(refund["amount_minor"])
-    for row in facts["purchases"]:
-        charged = sum(
-            int(c["charged_minor"] or 0)
-            for c in charges.get(row["id"], [])
-            if c["status"] == "succeeded"
-        )
-        back = refunded[row["id"]]
-        state = row["state"]
-        if state == "confirmed":
-            ok = charged - back == row["amount_minor"]
-        elif state in ("expired", "cancelled"):
-            ok = charged in (0, back)  # nothing taken, or all of it given back
-        elif state == "refunded":
-            ok = charged > 0 and back == charged
-        else:
-            continue  # still moving, or owned by an operator
-        rule.check(
-            ok,
-            f"purchase {row['id']} is {state} with {charged} charged and {back} "
-            f"refunded (price {row['amount_minor']})",
-        )
-    return rule
-
-
-def _no_lost_intent(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
+def _no_lost_intent(facts: dict[str, Any], view: ProviderView) -> Invariant:
     rule = Invariant(
         "no_lost_intent",
         "every saga has its accepting operation, and every step and timer it queued",
@@ -235,36 +115,58 @@ def _no_lost_intent(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
     return rule
 
 
-def _reconciliation(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
+def _reconciliation(facts: dict[str, Any], view: ProviderView) -> Invariant:
     rule = Invariant(
         "reconciliation_visible",
-        "every purchase in needs_reconciliation has exactly one open item with "
-        "an owner and a next check; no other purchase has one",
+        "every saga in needs_reconciliation has exactly one open outcome item, no other saga "
+        "has one, and every open item has an owner and a next check",
     )
-    items: dict[str, list[RowMapping]] = defaultdict(list)
+    outcome_items: dict[str, list[RowMapping]] = defaultdict(list)
     for item in facts["open_items"]:
-        items[item["saga_id"]].append(item)
-    for row in facts["purchases"]:
-        mine = items.get(row["id"], [])
-        if row["state"] == "needs_reconciliation":
+        rule.check(
+            bool(item["owner"]) and item["next_check_at"] is not None,
+            f"item {item['id']} has no owner or no next check",
+        )
+        if item["kind"] == "outcome":
+            outcome_items[item["saga_id"]].append(item)
+    for saga in facts["sagas"]:
+        mine = outcome_items.get(saga["id"], [])
+        if saga["state"] == "needs_reconciliation":
             rule.check(
-                len(mine) == 1 and bool(mine[0]["owner"]) and mine[0]["next_check_at"],
-                f"purchase {row['id']} needs reconciliation with {len(mine)} open item(s)",
+                len(mine) == 1,
+                f"saga {saga['id']} needs reconciliation with {len(mine)} open outcome item(s)",
             )
         elif mine:
-            rule.check(False, f"purchase {row['id']} is {row['state']} with an open item")
+            rule.check(False, f"saga {saga['id']} is {saga['state']} with an open outcome item")
     return rule
 
 
-def _fencing(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
-    rule = Invariant("fencing", "results exist only for jobs completed under a valid lease")
+def _fencing(facts: dict[str, Any], view: ProviderView) -> Invariant:
+    rule = Invariant(
+        "fencing",
+        "no write to sagas, payments, refunds or results under an expired or superseded lease",
+    )
+    for row in facts["transitions"]:
+        if row["job_id"] is None:
+            continue
+        rule.check(
+            row["lease_valid"] is None or bool(row["lease_valid"]),
+            f"saga {row['saga_id']} v{row['version']} ({row['event']}) was written by job "
+            f"{row['job_id']} after its lease expired or passed to another worker",
+        )
+    for table in ("payments", "refunds"):
+        for row in facts[table]:
+            rule.check(
+                int(row["stale_writes"]) == 0,
+                f"{table[:-1]} {row['key']}: {row['stale_writes']} write(s) under a lost lease",
+            )
     rule.checked += 1
     for job_id in facts["orphan_results"]:
         rule.problems.append(f"job {job_id} has a result but was not completed")
     return rule
 
 
-def _audit(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
+def _audit(facts: dict[str, Any], view: ProviderView) -> Invariant:
     rule = Invariant("audit", "one append-only row per transition, versions 1..n, chained states")
     trail: dict[str, list[RowMapping]] = defaultdict(list)
     for row in facts["transitions"]:
@@ -288,10 +190,51 @@ def _audit(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
     return rule
 
 
-def _liveness(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
+def _declared(facts: dict[str, Any], view: ProviderView) -> Invariant:
+    rule = Invariant(
+        "transitions_declared",
+        "every persisted transition is one its machine declares (source, event, target)",
+    )
+    registry: Registry = facts["registry"]
+    for row in facts["transitions"]:
+        where = f"saga {row['saga_id']} v{row['version']}"
+        try:
+            machine = registry.get(row["kind"], int(row["definition_version"])).machine
+        except LookupError:
+            rule.check(False, f"{where}: kind {row['kind']} v{row['definition_version']} unknown")
+            continue
+        if row["from_state"] is None:
+            ok = row["event"] == "start" and row["to_state"] == machine.initial.name
+        else:
+            ok = any(
+                t.event == row["event"]
+                and row["from_state"] in t.source
+                and t.target == row["to_state"]
+                for t in machine.transitions
+            )
+        rule.check(
+            ok,
+            f"{where}: {row['from_state']} --{row['event']}--> {row['to_state']} "
+            f"is not declared by {machine.name} v{machine.version}",
+        )
+    return rule
+
+
+def _one_effect_per_event(facts: dict[str, Any], view: ProviderView) -> Invariant:
+    rule = Invariant(
+        "one_effect_per_event", "a provider event (by event id) moves a saga at most once"
+    )
+    rule.checked = len({row["event_id"] for row in facts["transitions"] if row["event_id"]})
+    for row in facts["inbox_effects"]:
+        rule.problems.append(f"event {row['event_id']} moved sagas {row['effects']} times")
+    return rule
+
+
+def _liveness(facts: dict[str, Any], view: ProviderView) -> Invariant:
     rule = Invariant(
         "liveness",
-        "every purchase is final or owned by reconciliation within twice its longest timeout",
+        "every purchase is final or owned by reconciliation within twice its longest timeout; "
+        "no dead letter; no overdue check or unseen escalation",
     )
     for row in facts["purchases"]:
         if row["state"] in _FINAL_OR_OWNED:
@@ -303,4 +246,22 @@ def _liveness(facts: dict[str, Any], ledger: dict[str, Any]) -> Invariant:
             f"purchase {row['id']} in {row['state']} for {float(row['in_state_s']):.0f} s "
             f"(limit {limit:.0f} s)",
         )
+    for job in facts["dead_letters"]:
+        rule.check(
+            False,
+            f"dead letter {job['id']} ({job['kind']}, {job['error_class']}): "
+            f"{(job['last_error'] or '')[:120]}",
+        )
+    for item in facts["open_items"]:
+        late = float(item["past_deadline_s"])
+        rule.check(
+            late <= LIVENESS_FLOOR_S or item["overdue_at"] is not None,
+            f"item {item['id']} is {late:.0f} s past its deadline and was never escalated",
+        )
+        if item["owner"] == "checker":
+            behind = float(item["past_check_s"])
+            rule.check(
+                behind <= LIVENESS_FLOOR_S,
+                f"item {item['id']}: the checker is {behind:.0f} s late for its next check",
+            )
     return rule

@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 log = structlog.get_logger(__name__)
 
 CHANNEL: Final = "saga_jobs"
+# The exit code of a worker process that ended itself because a handler hung
+# past its timeout (EX_TEMPFAIL: the supervisor starts a fresh one).
+EXIT_STUCK: Final = 75
 
 
 @dataclass(slots=True)
@@ -47,6 +50,7 @@ class WorkerReport:
     unknown: int = 0
     lost_leases: int = 0
     released: int = 0
+    timed_out: int = 0
     started_at: float = field(default_factory=time.monotonic)
 
     def as_dict(self) -> dict[str, Any]:
@@ -59,6 +63,7 @@ class WorkerReport:
             "unknown": self.unknown,
             "lost_leases": self.lost_leases,
             "released": self.released,
+            "timed_out": self.timed_out,
             "seconds": round(time.monotonic() - self.started_at, 3),
         }
 
@@ -72,6 +77,7 @@ class WorkerReport:
             "unknown",
             "lost_leases",
             "released",
+            "timed_out",
         ):
             setattr(self, name, getattr(self, name) + int(other.get(name, 0)))
 
@@ -86,6 +92,9 @@ class Worker:
         poll_interval: longest sleep between claims when idle.
         queues: only jobs of these queues (default: every queue of ``handlers``).
         listen: wake up on PostgreSQL notifications.
+        exit_when_stuck: end the process when a handler still runs long after
+            its attempt timed out (a supervised worker process is restarted;
+            in-process callers leave it ``False``).
 
     """
 
@@ -101,6 +110,7 @@ class Worker:
         listen: bool = True,
         name: str | None = None,
         pollers: Sequence[Poller] = (),
+        exit_when_stuck: bool = False,
     ) -> None:
         if batch < 1 or lease_seconds <= 0 or poll_interval <= 0:
             msg = "batch, lease_seconds and poll_interval must be positive"
@@ -123,8 +133,10 @@ class Worker:
         # every claim would cost two statements per batch for nothing.
         self._rescue_interval = min(5.0, lease_seconds / 4)
         self._next_rescue = 0.0
+        self.exit_when_stuck = exit_when_stuck
         self._stopping = threading.Event()
         self._in_hand: dict[str, Job] = {}
+        self._running: dict[str, float] = {}  # job id -> when its handler started
         self._lost: set[str] = set()
         self._guard = threading.Lock()
         self._log = log.bind(worker=self.name)
@@ -209,6 +221,8 @@ class Worker:
                     done = []
                     self._release(jobs[index:])
                     return
+                if self._was_lost(job):
+                    continue  # given back while an earlier job of the batch hung
                 try:
                     result = self._run_one(self.handlers[job.kind], job)
                 except Exception as exc:  # noqa: BLE001 - see _settle_crash
@@ -224,11 +238,19 @@ class Worker:
                     self._lost.discard(job.id)
 
     def _run_one(self, kind: JobKind, job: Job) -> Done | None:
+        with self._guard:
+            self._running[job.id] = time.monotonic()
         try:
             value = kind.handler(job)
         except Exception as exc:  # noqa: BLE001 - every failure is classified and settled
+            if self._was_lost(job):
+                self._log.warning("result_discarded", job_id=job.id, reason="lease lost")
+                return None
             self._settle_failure(kind, job, exc)
             return None
+        finally:
+            with self._guard:
+                self._running.pop(job.id, None)
         if self._was_lost(job):
             self._log.warning("result_discarded", job_id=job.id, reason="lease lost while running")
             return None
@@ -273,7 +295,7 @@ class Worker:
         if error_class == "unknown":
             self._settle_unknown(kind, job, exc, error)
             return
-        if error_class == "permanent" or job.last_attempt:
+        if error_class == "permanent" or kind.last_attempt(job):
             reason = (
                 error
                 if error_class == "permanent"
@@ -351,7 +373,19 @@ class Worker:
             thread.join(timeout=self.lease_seconds)
 
     def _beat(self, done: threading.Event) -> None:
-        while not done.wait(self.lease_seconds / 3):
+        # Wake often enough to notice an attempt that ran past its timeout;
+        # renew leases every third of their length.
+        tick = min(self.lease_seconds / 3, 1.0)
+        renew_every = self.lease_seconds / 3
+        last_renewal = time.monotonic()
+        while not done.wait(tick):
+            try:
+                self._time_out_hung()
+            except Exception as exc:  # noqa: BLE001 - the next beat tries again
+                self._log.warning("timeout_check_failed", error=error_text(exc))
+            if time.monotonic() - last_renewal < renew_every:
+                continue
+            last_renewal = time.monotonic()
             with self._guard:
                 jobs = [job for job in self._in_hand.values() if job.id not in self._lost]
             if not jobs:
@@ -367,32 +401,131 @@ class Worker:
             for job in lost:
                 self._lease_lost(job, "lease extension refused")
 
+    def _time_out_hung(self) -> None:
+        """Fail attempts that ran past their kind's timeout; give their batch back."""
+        now = time.monotonic()
+        with self._guard:
+            hung = [
+                (self._in_hand[job_id], started)
+                for job_id, started in self._running.items()
+                if job_id in self._in_hand
+                and job_id not in self._lost
+                and now - started > self.handlers[self._in_hand[job_id].kind].timeout_seconds
+            ]
+            stuck = [
+                job_id
+                for job_id, started in self._running.items()
+                if job_id in self._lost
+                and job_id in self._in_hand
+                and now - started > 2 * self.handlers[self._in_hand[job_id].kind].timeout_seconds
+            ]
+        for job, started in hung:
+            self._time_out(job, now - started)
+        if stuck and self.exit_when_stuck:
+            # The handler ignores its timeout and holds this process: end it,
+            # so that the supervisor starts a fresh one.  Its job was already
+            # settled as timed out; nothing it does later can be committed.
+            self._log.error("worker_stuck", job_ids=stuck, exit_code=EXIT_STUCK)
+            os._exit(EXIT_STUCK)
+
+    def _time_out(self, job: Job, ran: float) -> None:
+        kind = self.handlers[job.kind]
+        with self._guard:
+            self._lost.add(job.id)
+            waiting = [
+                other
+                for other in self._in_hand.values()
+                if other.id not in self._running and other.id not in self._lost
+            ]
+            self._lost.update(other.id for other in waiting)
+        self.report.timed_out += 1
+        error = f"timed out: the attempt ran {ran:.1f} s, longer than {kind.timeout_seconds:g} s"
+        if kind.last_attempt(job):
+            settled = self.queue.fail(job, error=error, error_class="timed_out")
+        else:
+            delay = kind.backoff.delay(job.attempt)
+            settled = self.queue.retry(job, delay=delay, error=error, error_class="timed_out")
+        self._log.warning(
+            "job_timed_out",
+            job_id=job.id,
+            kind=job.kind,
+            attempt=job.attempt,
+            seconds=round(ran, 1),
+            settled=settled,
+        )
+        if waiting:
+            # The rest of the batch waits behind the hung handler: give it back.
+            released = self.queue.release(waiting)
+            self.report.released += len(released)
+
     @contextlib.contextmanager
     def _listener(self) -> Iterator[Any]:
         if not self.listen:
             yield self._stopping.wait
             return
-        conninfo = self.db.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        listener = _Listener(
+            self.db.url.set(drivername="postgresql").render_as_string(hide_password=False),
+            stopping=self._stopping,
+            log=self._log,
+        )
         try:
-            conn = psycopg.connect(conninfo, autocommit=True)
-        except psycopg.Error as exc:
-            self._log.warning("listen_unavailable", error=str(exc), fallback="polling")
-            yield self._stopping.wait
-            return
-        try:
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
-
-            def wait(timeout: float) -> None:
-                # Wake on the first notification, or poll after the timeout; wait in
-                # slices so that a stop request (a signal) is seen within a second.
-                deadline = time.monotonic() + timeout
-                while not self.stopping:
-                    remaining = deadline - time.monotonic()
-                    if remaining <= 0:
-                        return
-                    if any(True for _ in conn.notifies(timeout=min(1.0, remaining), stop_after=1)):
-                        return
-
-            yield wait
+            yield listener.wait
         finally:
-            conn.close()
+            listener.close()
+
+
+class _Listener:
+    """
+    ``LISTEN saga_jobs`` on a connection of its own, with polling as the fallback.
+
+    A dropped connection (a restarted server, ``pg_terminate_backend``) is
+    logged and reconnected on the next wait; until then the worker polls, so
+    it never dies for want of a notification.
+    """
+
+    def __init__(self, conninfo: str, *, stopping: threading.Event, log: Any) -> None:
+        self.conninfo = conninfo
+        self.stopping = stopping
+        self.log = log
+        self.conn: psycopg.Connection[Any] | None = None
+        self._connect()
+
+    def _connect(self) -> None:
+        try:
+            conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10)
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+        except psycopg.Error as exc:
+            self.log.warning("listen_unavailable", error=str(exc).strip(), fallback="polling")
+            self.conn = None
+            return
+        self.conn = conn
+
+    def wait(self, timeout: float) -> None:
+        """Wake on the first notification, or after ``timeout``; a stop is seen within 1 s."""
+        if self.conn is None:
+            self._connect()
+        deadline = time.monotonic() + timeout
+        while not self.stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if self.conn is None:
+                self.stopping.wait(min(1.0, remaining))
+                continue
+            try:
+                notified = any(
+                    True for _ in self.conn.notifies(timeout=min(1.0, remaining), stop_after=1)
+                )
+            except psycopg.Error as exc:
+                self.log.warning("listen_lost", error=str(exc).strip(), fallback="polling")
+                self.close()
+                return  # poll now: work may have come while the connection was down
+            if notified:
+                return
+
+    def close(self) -> None:
+        """Close the listening connection, if any."""
+        if self.conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self.conn.close()
+            self.conn = None

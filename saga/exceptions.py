@@ -12,7 +12,9 @@ from state_machine.errors import ConflictError, DefinitionError, SagaError, Tran
 
 __all__ = [
     "ConflictError",
+    "DatabaseBusy",
     "DatabaseError",
+    "DatabaseMissing",
     "DatabaseUnavailable",
     "DefinitionError",
     "DuplicatePurchase",
@@ -20,6 +22,7 @@ __all__ = [
     "InvalidInput",
     "JobConflict",
     "NotFound",
+    "ProviderUnavailable",
     "SagaError",
     "SchemaOutOfDate",
     "SeatUnavailable",
@@ -135,6 +138,40 @@ class DatabaseError(SagaError):
 
 class DatabaseUnavailable(DatabaseError):
     """The database could not be reached."""
+
+
+class DatabaseBusy(DatabaseError):
+    """A lock stayed taken (or transactions kept conflicting) for the whole lock wait."""
+
+
+class ProviderUnavailable(SagaError):
+    """An outside service (the payment provider) gave no answer; nothing was decided or changed."""
+
+    def __init__(self, *, operation: str, error: str) -> None:
+        self.operation = operation
+        self.error = error
+        super().__init__(
+            f"the provider did not answer ({operation}): {error}; nothing was changed, "
+            "try again later"
+        )
+        self._kwargs = {"operation": operation, "error": error}
+
+
+class DatabaseMissing(NotFound):
+    """A read found no embedded database file at ``path``; it never creates one."""
+
+    def __init__(self, *, path: str, field: str = "db") -> None:
+        self.path = path
+        self.field = field
+        option = "--sandbox-db" if field == "sandbox_db" else "--db"
+        SagaError.__init__(
+            self,
+            f"no database at {path} (check {option}; a read never creates one, "
+            "`saga db upgrade` does)",
+        )
+        self.kind = "database"
+        self.key = path
+        self._kwargs = {"path": path, "field": field}
 
 
 class SchemaOutOfDate(SagaError):

@@ -29,6 +29,8 @@ class PaymentMethod(StrEnum):
     """Pays fine; refunds are declined."""
     REFUND_TIMEOUT = "pm_refund_timeout"
     """Pays fine; refund calls time out."""
+    STALE_FAILURE_FIRST = "pm_stale_failure_first"
+    """Pays after a short delay; a stale failure about an earlier attempt arrives first."""
 
 
 DEFAULT_PAYMENT_METHOD: Final = PaymentMethod.OK

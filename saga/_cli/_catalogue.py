@@ -62,7 +62,7 @@ def _add(args: argparse.Namespace, out: Output) -> int:
 
 
 def _show(args: argparse.Namespace, out: Output) -> int:
-    with open_engine(args) as engine:
+    with open_engine(args, create=False) as engine:
         intensive = engine.catalogue.get(args.id)
     if out.as_json:
         out.json(intensive.to_json())
@@ -72,7 +72,7 @@ def _show(args: argparse.Namespace, out: Output) -> int:
 
 
 def _list(args: argparse.Namespace, out: Output) -> int:
-    with open_engine(args) as engine:
+    with open_engine(args, create=False) as engine:
         intensives = engine.catalogue.list(limit=args.limit)
     if out.as_json:
         out.json([intensive.to_json() for intensive in intensives])

@@ -102,6 +102,10 @@ class Output:
         """Print an error on stderr."""
         print(f"saga: error: {message}", file=self.err)
 
+    def note(self, message: str) -> None:
+        """Print a note on stderr (stdout stays the command's output, JSON or text)."""
+        print(f"saga: note: {message}", file=self.err)
+
 
 _WHOLE = re.compile(r"-?[0-9]{1,18}", re.ASCII)
 
@@ -123,12 +127,20 @@ def _cell(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def open_engine(args: argparse.Namespace, *, check_schema: bool = True) -> Engine:
-    """The engine on ``--db`` (or the default database)."""
+def open_engine(
+    args: argparse.Namespace, *, check_schema: bool = True, create: bool = True
+) -> Engine:
+    """
+    The engine on ``--db`` (or the default database).
+
+    Read commands pass ``create=False``: a mistyped embedded path is then
+    "not found" (exit 4), never a new empty database that looks healthy.
+    """
     return Engine(
         default_url() if args.db is None else args.db,
         sandbox_url=getattr(args, "sandbox_db", None),
         check_schema=check_schema,
+        create=create,
     )
 
 

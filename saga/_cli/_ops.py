@@ -21,6 +21,7 @@ from saga._inbox import EVENTS, ProviderEvent
 from saga._money import format_minor
 from saga._recon import OPERATOR_OUTCOMES, ReconItem
 from saga._verify import verify
+from saga.exceptions import InvalidInput
 
 if TYPE_CHECKING:
     import argparse
@@ -38,6 +39,7 @@ FLAGS = {
     "status": "--status",
     "owner": "--owner",
     "limit": "--limit",
+    "external_ref": "--external-ref",
 }
 
 
@@ -59,6 +61,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing = items.add_parser("list", help="items, oldest first")
     listing.add_argument("--status", default="open", choices=("open", "resolved", "all"))
     listing.add_argument("--owner", metavar="NAME")
+    listing.add_argument(
+        "--overdue", action="store_true", help="only items past their deadline (escalated)"
+    )
     listing.add_argument("--limit", type=whole, default=100, metavar="N")
     add_common_options(listing, top_level=False)
     show = items.add_parser("show", help="one item, its evidence and its audit trail")
@@ -74,10 +79,26 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="refuse if the item changed since you read version V",
     )
     add_common_options(assign, top_level=False)
-    resolve = items.add_parser("resolve", help="decide an item: paid, not_paid or refund")
+    resolve = items.add_parser(
+        "resolve",
+        help="decide an item after the provider is asked again: paid, not_paid, refund, "
+        "refunded (review items: reviewed)",
+    )
     resolve.add_argument("id", metavar="ID")
     resolve.add_argument(
         "--outcome", required=True, metavar="O", help=" | ".join(OPERATOR_OUTCOMES)
+    )
+    resolve.add_argument(
+        "--external-ref",
+        metavar="REF",
+        help="money that moved outside the provider (a bank transfer): its reference; with "
+        "paid (received) or refunded (given back)",
+    )
+    resolve.add_argument(
+        "--amount",
+        metavar="A",
+        help="the external movement's amount in the purchase's currency "
+        "(default: the price, or the money held)",
     )
     resolve.add_argument("--operator", required=True, metavar="NAME")
     resolve.add_argument("--reason", required=True, metavar="TEXT")
@@ -131,6 +152,10 @@ def _deliver(args: argparse.Namespace, out: Output) -> int:
         seen = " (duplicate: already delivered)" if delivery.duplicate else ""
         where = f" -> purchase {delivery.saga_id} ({delivery.state})" if delivery.saga_id else ""
         out.line(f"event {delivery.event_id}: {delivery.outcome}{seen}{where}")
+        for contradiction in delivery.contradictions:
+            out.line(f"  the provider disagrees: {contradiction}")
+        if delivery.review_item:
+            out.line(f"  evidence kept for review: item {delivery.review_item}")
     if delivery.conflict:
         out.error(f"event {delivery.event_id}: {delivery.detail}")
         return EXIT_CONFLICT
@@ -146,23 +171,36 @@ def _deliver(args: argparse.Namespace, out: Output) -> int:
 
 def _recon_list(args: argparse.Namespace, out: Output) -> int:
     status = None if args.status == "all" else args.status
-    with open_engine(args) as engine:
-        items = engine.recon.find(status=status, owner=args.owner, limit=args.limit)
+    with open_engine(args, create=False) as engine:
+        items = engine.recon.find(
+            status=status, owner=args.owner, overdue=args.overdue, limit=args.limit
+        )
     if out.as_json:
         out.json([item.to_json() for item in items])
         return EXIT_OK
     out.table(
-        ("ID", "PURCHASE", "STATUS", "REASON", "OWNER", "ATTEMPTS", "NEXT CHECK", "DEADLINE"),
+        (
+            "ID",
+            "PURCHASE",
+            "KIND",
+            "STATUS",
+            "REASON",
+            "OWNER",
+            "ATTEMPTS",
+            "NEXT CHECK",
+            "DEADLINE",
+        ),
         (
             (
                 i.id,
                 i.saga_id,
+                i.kind,
                 i.status,
                 i.reason,
                 i.owner,
                 f"{i.attempts}/{i.max_attempts}",
                 iso(i.next_check_at),
-                iso(i.deadline),
+                f"{iso(i.deadline)}{' OVERDUE' if i.overdue_at is not None else ''}",
             )
             for i in items
         ),
@@ -171,7 +209,7 @@ def _recon_list(args: argparse.Namespace, out: Output) -> int:
 
 
 def _recon_show(args: argparse.Namespace, out: Output) -> int:
-    with open_engine(args) as engine:
+    with open_engine(args, create=False) as engine:
         item, events = engine.recon.show(args.id)
     if out.as_json:
         out.json({**item.to_json(), "events": events})
@@ -195,12 +233,21 @@ def _recon_assign(args: argparse.Namespace, out: Output) -> int:
 
 def _recon_resolve(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args) as engine:
+        amount = None
+        if args.amount is not None:
+            if args.external_ref is None:
+                raise InvalidInput(field="amount", problem="goes with --external-ref")
+            seen = engine.recon.show(args.id)[0]
+            currency = engine.purchases.get(seen.saga_id).currency
+            amount = _money.parse_amount(args.amount, currency, field="amount")
         item = engine.recon.resolve(
             args.id,
             outcome=args.outcome,
             operator=args.operator,
             reason=args.reason,
             expected_version=args.version,
+            external_ref=args.external_ref,
+            amount_minor=amount,
         )
         purchase = engine.purchases.get(item.saga_id)
     if out.as_json:
@@ -223,7 +270,9 @@ def _describe(out: Output, item: ReconItem) -> None:
         ("attempts", f"{item.attempts}/{item.max_attempts}"),
         ("next check", iso(item.next_check_at)),
         ("deadline", iso(item.deadline)),
+        ("kind", item.kind),
         ("escalated", iso(item.escalated_at)),
+        ("overdue", iso(item.overdue_at)),
         ("resolution", item.resolution),
         ("resolved by", item.resolved_by),
         ("latest reading", item.latest_reading),
@@ -233,7 +282,7 @@ def _describe(out: Output, item: ReconItem) -> None:
 
 
 def _ledger(args: argparse.Namespace, out: Output) -> int:
-    with open_engine(args) as engine:
+    with open_engine(args, create=False) as engine:
         ledger = engine.sandbox.ledger()
     charges = [
         {
@@ -280,7 +329,7 @@ def _ledger(args: argparse.Namespace, out: Output) -> int:
 
 
 def _verify(args: argparse.Namespace, out: Output) -> int:
-    with open_engine(args) as engine:
+    with open_engine(args, create=False) as engine:
         report = verify(engine)
     if out.as_json:
         out.json(report.to_json())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from saga import _validation
 from saga._cli._common import (
     EXIT_OK,
     Command,
@@ -13,7 +14,8 @@ from saga._cli._common import (
     whole,
 )
 from saga._codec import iso
-from saga._purchases import DEFAULT_HOLD_SECONDS
+from saga._money import format_minor
+from saga._purchases import DEFAULT_HOLD_SECONDS, LIST_MAX
 from state_machine.purchase import PURCHASE
 from steps import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS
 
@@ -110,7 +112,7 @@ def _start(args: argparse.Namespace, out: Output) -> int:
 
 
 def _show(args: argparse.Namespace, out: Output) -> int:
-    with open_engine(args) as engine:
+    with open_engine(args, create=False) as engine:
         purchase = engine.purchases.get(args.id)
     if out.as_json:
         out.json(purchase.to_json())
@@ -130,6 +132,9 @@ def _show(args: argparse.Namespace, out: Output) -> int:
             if purchase.deadline_at
             else None,
         ),
+        ("payment", _payment_line(purchase)),
+        ("refund", _refund_line(purchase)),
+        ("reconciliation", _item_line(purchase)),
     ):
         out.line(f"  {label + ':':<16}{'-' if value is None else value}")
     out.line("history:")
@@ -144,9 +149,16 @@ def _show(args: argparse.Namespace, out: Output) -> int:
 
 
 def _list(args: argparse.Namespace, out: Output) -> int:
-    with open_engine(args) as engine:
+    _validation.whole_number("limit", args.limit, minimum=1, maximum=LIST_MAX)
+    with open_engine(args, create=False) as engine:
         purchases = engine.purchases.list(
-            state=args.state, intensive_id=args.intensive, limit=args.limit
+            state=args.state, intensive_id=args.intensive, limit=args.limit + 1
+        )
+    if len(purchases) > args.limit:
+        purchases = purchases[: args.limit]
+        out.note(
+            f"showing the newest {args.limit} purchases only; there are more "
+            "(narrow with --state/--intensive, or raise --limit)"
         )
     if out.as_json:
         out.json([purchase.to_json(with_history=False) for purchase in purchases])
@@ -170,6 +182,33 @@ def _cancel(args: argparse.Namespace, out: Output) -> int:
     else:
         out.line(f"purchase {purchase.id} is now {_brief(purchase)}")
     return EXIT_OK
+
+
+def _payment_line(purchase: Purchase) -> str | None:
+    payment = purchase.payment
+    if payment is None:
+        return None
+    charged = payment.get("charged_minor")
+    amount = "" if charged is None else f", charged {format_minor(charged, purchase.currency)}"
+    return f"{payment['status']}{amount} (key {payment['key']}, id {payment['payment_id'] or '-'})"
+
+
+def _refund_line(purchase: Purchase) -> str | None:
+    refund = purchase.refund
+    if refund is None:
+        return None
+    amount = format_minor(int(refund["amount_minor"]), purchase.currency)
+    return f"{refund['status']}, {amount} (key {refund['key']}, id {refund['refund_id'] or '-'})"
+
+
+def _item_line(purchase: Purchase) -> str | None:
+    item = purchase.reconciliation
+    if item is None:
+        return None
+    return (
+        f"{item['id']} {item['status']}: {item['reason']}, owner {item['owner']}, "
+        f"next check {item['next_check_at'] or '-'}, {item['attempts']} check(s)"
+    )
 
 
 def _brief(purchase: Purchase) -> str:

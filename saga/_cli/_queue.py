@@ -10,7 +10,7 @@ from typing import Any
 
 from tqdm import tqdm
 
-from saga import _stats
+from saga import _stats, _validation
 from saga._cli._common import (
     EXIT_OK,
     Command,
@@ -21,8 +21,15 @@ from saga._cli._common import (
 )
 from saga._dlq import DeadLetters, Filter, dead_letter_json
 from saga._engine import default_url
+from saga._handlers import load_factory
 from saga._queue import Queue
-from saga._supervisor import Supervisor, WorkerOptions
+from saga._supervisor import (
+    MAX_CONCURRENCY,
+    Supervisor,
+    WorkerOptions,
+    WorkersCrashing,
+    build_handlers,
+)
 from saga.exceptions import InvalidInput
 
 FLAGS = {
@@ -34,6 +41,8 @@ FLAGS = {
     "actor": "--actor",
     "reason": "--reason",
     "lease_seconds": "--lease-seconds",
+    "queue": "--queue",
+    "yes": "--yes",
 }
 
 
@@ -54,7 +63,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "worker", help="run worker processes: steps, timers and your jobs"
     )
     worker.add_argument(
-        "--concurrency", type=whole, default=1, metavar="N", help="worker processes (default 1)"
+        "--concurrency",
+        type=whole,
+        default=1,
+        metavar="N",
+        help=f"worker processes, 1 to {MAX_CONCURRENCY} (default 1)",
     )
     worker.add_argument(
         "--burst", action="store_true", help="exit once nothing is due instead of waiting for work"
@@ -125,6 +138,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--rate", type=_positive_float, metavar="PER_S", help="at most this many replays per second"
     )
     replay.add_argument("--dry-run", action="store_true", help="list, change nothing")
+    replay.add_argument(
+        "--yes",
+        action="store_true",
+        help="replay --all without asking (required when stdin is not a terminal)",
+    )
     replay.add_argument("--reason", metavar="TEXT", help="why, for the audit trail")
     replay.add_argument(
         "--actor",
@@ -148,13 +166,25 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def _worker(args: argparse.Namespace, out: Output) -> int:
-    if args.concurrency < 1:
-        raise InvalidInput(field="concurrency", problem="must be at least 1")
+    if not 1 <= args.concurrency <= MAX_CONCURRENCY:
+        raise InvalidInput(
+            field="concurrency",
+            problem=f"must be between 1 and {MAX_CONCURRENCY}, got {args.concurrency}",
+        )
     if args.batch < 1:
         raise InvalidInput(field="batch", problem="must be at least 1")
     url = default_url() if args.db is None else args.db
-    with open_engine(args) as engine:
-        engine.catalogue.list(limit=1)  # check the database and its schema before forking
+    if args.app is not None:
+        load_factory(args.app)  # a bad --app is exit 2 here, not a crash in every worker
+    with open_engine(args, create=False) as engine:
+        engine.db.transaction(lambda tx: tx.scalar("db_now"), write=False)  # reachable, current
+        queues = sorted({kind.queue for kind in build_handlers(engine, args.app)})
+    for queue in args.queues or ():
+        if queue not in queues:
+            raise InvalidInput(
+                field="queue",
+                problem=f"no queue {queue!r}; the known queues are {', '.join(queues)}",
+            )
     options = WorkerOptions(
         url=url,
         sandbox_url=args.sandbox_db,
@@ -166,26 +196,27 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
         burst=args.burst,
         log_level=args.log_level,
     )
-    if args.app is not None:
-        from saga._handlers import load_factory  # noqa: PLC0415
-
-        load_factory(args.app)  # a bad --app is exit 2 here, not a crash in every worker
     supervisor = Supervisor(options, concurrency=args.concurrency)
-    report = supervisor.run()
+    try:
+        report = supervisor.run()
+    except WorkersCrashing as exc:
+        if exc.last_traceback:
+            out.err.write(exc.last_traceback)
+        raise
     summary: dict[str, Any] = {**report.as_dict(), "restarts": supervisor.restarts}
     if out.as_json:
         out.json(summary)
     else:
         out.line(
             f"workers stopped: {summary['done']} done, {summary['retried']} retried, "
-            f"{summary['dead_lettered']} dead-lettered, {summary['lost_leases']} lost leases, "
-            f"{summary['restarts']} restarts"
+            f"{summary['dead_lettered']} dead-lettered, {summary['timed_out']} timed out, "
+            f"{summary['lost_leases']} lost leases, {summary['restarts']} restarts"
         )
     return EXIT_OK
 
 
 def _stats_command(args: argparse.Namespace, out: Output) -> int:
-    with open_engine(args) as engine:
+    with open_engine(args, create=False) as engine:
         figures = _stats.collect(engine.db)
     if out.as_json:
         out.json(figures)
@@ -208,14 +239,18 @@ def _stats_command(args: argparse.Namespace, out: Output) -> int:
     )
     backlog = figures["reconciliation"]
     out.line()
-    out.line(f"reconciliation: {backlog['open']} open, oldest {backlog['oldest_age_s']} s")
+    out.line(
+        f"reconciliation: {backlog['open']} open ({backlog['escalated']} with operators, "
+        f"{backlog['overdue']} OVERDUE, {backlog['review']} for review), "
+        f"oldest {backlog['oldest_age_s']} s"
+    )
     out.line()
     out.table(("SAGA STATE", "COUNT"), sorted(figures["sagas"].items()))
     return EXIT_OK
 
 
 def _dlq_list(args: argparse.Namespace, out: Output) -> int:
-    with open_engine(args) as engine:
+    with open_engine(args, create=False) as engine:
         letters = DeadLetters(engine.db).find(
             Filter(queue=args.queue, kind=args.kind), limit=args.limit
         )
@@ -243,6 +278,13 @@ def _dlq_replay(args: argparse.Namespace, out: Output) -> int:
     if args.job is not None and (args.queue or args.kind):
         raise InvalidInput(
             field="job", problem="--job replays one job; --queue/--kind go with --all"
+        )
+    _validation.whole_number("batch", args.batch, minimum=1, maximum=10_000)
+    if args.all and not (args.yes or args.dry_run or _confirmed(out)):
+        raise InvalidInput(
+            field="yes",
+            problem="--all replays every dead letter: confirm with --yes "
+            "(or answer the question on a terminal); nothing was replayed",
         )
     where = Filter(job_id=args.job, queue=args.queue, kind=args.kind)
     actor = args.actor or _user()
@@ -289,6 +331,15 @@ def _dlq_replay(args: argparse.Namespace, out: Output) -> int:
             f"skipped {len(report.skipped)} already resolved{state}"
         )
     return EXIT_OK
+
+
+def _confirmed(out: Output) -> bool:
+    """Ask on a terminal whether to replay every dead letter; ``False`` when not interactive."""
+    if not sys.stdin.isatty():
+        return False
+    out.err.write("replay every dead letter matching the filters? [y/N] ")
+    out.err.flush()
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
 def _user() -> str:

@@ -51,6 +51,8 @@ CREATE TABLE saga_transitions (
     cause       text,
     payload     jsonb NOT NULL DEFAULT '{}',
     at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    job_id      text,
+    lease_valid boolean,
     CONSTRAINT saga_transitions_one_per_version UNIQUE (saga_id, version)
 );
 
@@ -191,6 +193,7 @@ CREATE TABLE payments (
     charged_currency  text,
     created_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
     updated_at        timestamptz NOT NULL DEFAULT clock_timestamp(),
+    stale_writes        integer NOT NULL DEFAULT 0,
     CONSTRAINT payments_status_known CHECK (
         status IN ('intent', 'pending', 'succeeded', 'failed', 'cancelled', 'unknown')
     )
@@ -208,6 +211,7 @@ CREATE TABLE refunds (
     reason        text,
     created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
     updated_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    stale_writes    integer NOT NULL DEFAULT 0,
     CONSTRAINT refunds_status_known CHECK (
         status IN ('intent', 'pending', 'succeeded', 'failed', 'unknown')
     )
@@ -235,6 +239,7 @@ CREATE TABLE inbox (
     outcome       text NOT NULL,
     detail        text,
     received_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    evidence      jsonb,
     CONSTRAINT inbox_outcome_known CHECK (
         outcome IN ('applied', 'absorbed', 'not_applicable', 'unmatched')
     )
@@ -270,6 +275,9 @@ CREATE TABLE recon_items (
     resolution         text,
     resolved_by        text,
     resolution_reason  text,
+    kind               text NOT NULL DEFAULT 'outcome'
+        CONSTRAINT recon_items_kind_known CHECK (kind IN ('outcome', 'review')),
+    overdue_at         timestamptz,
     CONSTRAINT recon_items_status_known CHECK (status IN ('open', 'resolved')),
     CONSTRAINT recon_items_subject_known CHECK (subject IN ('payment', 'refund')),
     CONSTRAINT recon_items_open_has_a_next_check CHECK (
@@ -280,9 +288,11 @@ CREATE TABLE recon_items (
                                  AND resolved_by IS NOT NULL)
     )
 );
--- Exactly one open item per saga.
-CREATE UNIQUE INDEX recon_items_one_open_per_saga ON recon_items (saga_id) WHERE status = 'open';
 CREATE INDEX recon_items_open ON recon_items (opened_at) WHERE status = 'open';
+-- Exactly one open outcome item per saga (review items hold nothing).
+CREATE UNIQUE INDEX recon_items_one_open_per_saga ON recon_items (saga_id)
+    WHERE status = 'open' AND kind = 'outcome';
+CREATE INDEX recon_items_deadline ON recon_items (deadline) WHERE status = 'open';
 
 -- Everything that happened to an item: opened, checked, escalated, assigned,
 -- resolved, and decisions refused (stale or contradicted by the evidence).
@@ -295,3 +305,23 @@ CREATE TABLE recon_events (
     at        timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX recon_events_by_item ON recon_events (item_id, id);
+
+-- Money that moved outside the provider (a bank transfer), recorded by an
+-- operator with its trace when resolving a reconciliation item.  `verify`
+-- counts it like provider money: direction 'in' is money received, 'out'
+-- money given back.
+CREATE TABLE external_movements (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    saga_id       text NOT NULL REFERENCES sagas (id),
+    item_id       text NOT NULL REFERENCES recon_items (id),
+    direction     text NOT NULL,
+    reference     text NOT NULL UNIQUE,
+    amount_minor  bigint NOT NULL,
+    currency      text NOT NULL,
+    operator      text NOT NULL,
+    reason        text NOT NULL,
+    at            timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT external_movements_direction_known CHECK (direction IN ('in', 'out')),
+    CONSTRAINT external_movements_amount_positive CHECK (amount_minor > 0)
+);
+CREATE INDEX external_movements_by_saga ON external_movements (saga_id);

@@ -54,6 +54,9 @@ CREATE TABLE saga_transitions (
     cause       TEXT,
     payload     TEXT NOT NULL DEFAULT '{}',
     at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    job_id      TEXT,
+    lease_valid INTEGER
+        CONSTRAINT saga_transitions_lease_valid_bool CHECK (lease_valid IN (0, 1)),
     CONSTRAINT saga_transitions_payload_json CHECK (json_valid(payload)),
     CONSTRAINT saga_transitions_one_per_version UNIQUE (saga_id, version)
 ) STRICT;
@@ -194,6 +197,7 @@ CREATE TABLE payments (
     charged_currency  TEXT,
     created_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     updated_at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    stale_writes        INTEGER NOT NULL DEFAULT 0,
     CONSTRAINT payments_status_known CHECK (
         status IN ('intent', 'pending', 'succeeded', 'failed', 'cancelled', 'unknown')
     )
@@ -211,6 +215,7 @@ CREATE TABLE refunds (
     reason        TEXT,
     created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     updated_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    stale_writes    INTEGER NOT NULL DEFAULT 0,
     CONSTRAINT refunds_status_known CHECK (
         status IN ('intent', 'pending', 'succeeded', 'failed', 'unknown')
     )
@@ -238,6 +243,8 @@ CREATE TABLE inbox (
     outcome       TEXT NOT NULL,
     detail        TEXT,
     received_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    evidence      TEXT
+        CONSTRAINT inbox_evidence_json CHECK (evidence IS NULL OR json_valid(evidence)),
     CONSTRAINT inbox_payload_json CHECK (json_valid(payload)),
     CONSTRAINT inbox_outcome_known CHECK (
         outcome IN ('applied', 'absorbed', 'not_applicable', 'unmatched')
@@ -275,6 +282,9 @@ CREATE TABLE recon_items (
     resolution         TEXT,
     resolved_by        TEXT,
     resolution_reason  TEXT,
+    kind               TEXT NOT NULL DEFAULT 'outcome'
+        CONSTRAINT recon_items_kind_known CHECK (kind IN ('outcome', 'review')),
+    overdue_at         TEXT,
     CONSTRAINT recon_items_evidence_json CHECK (json_valid(evidence)),
     CONSTRAINT recon_items_status_known CHECK (status IN ('open', 'resolved')),
     CONSTRAINT recon_items_subject_known CHECK (subject IN ('payment', 'refund')),
@@ -286,9 +296,11 @@ CREATE TABLE recon_items (
                                  AND resolved_by IS NOT NULL)
     )
 ) STRICT;
--- Exactly one open item per saga.
-CREATE UNIQUE INDEX recon_items_one_open_per_saga ON recon_items (saga_id) WHERE status = 'open';
 CREATE INDEX recon_items_open ON recon_items (opened_at) WHERE status = 'open';
+-- Exactly one open outcome item per saga (review items hold nothing).
+CREATE UNIQUE INDEX recon_items_one_open_per_saga ON recon_items (saga_id)
+    WHERE status = 'open' AND kind = 'outcome';
+CREATE INDEX recon_items_deadline ON recon_items (deadline) WHERE status = 'open';
 
 -- Everything that happened to an item: opened, checked, escalated, assigned,
 -- resolved, and decisions refused (stale or contradicted by the evidence).
@@ -302,3 +314,23 @@ CREATE TABLE recon_events (
     CONSTRAINT recon_events_detail_json CHECK (json_valid(detail))
 ) STRICT;
 CREATE INDEX recon_events_by_item ON recon_events (item_id, id);
+
+-- Money that moved outside the provider (a bank transfer), recorded by an
+-- operator with its trace when resolving a reconciliation item.  `verify`
+-- counts it like provider money: direction 'in' is money received, 'out'
+-- money given back.
+CREATE TABLE external_movements (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    saga_id       TEXT NOT NULL REFERENCES sagas (id),
+    item_id       TEXT NOT NULL REFERENCES recon_items (id),
+    direction     TEXT NOT NULL,
+    reference     TEXT NOT NULL UNIQUE,
+    amount_minor  INTEGER NOT NULL,
+    currency      TEXT NOT NULL,
+    operator      TEXT NOT NULL,
+    reason        TEXT NOT NULL,
+    at            TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT external_movements_direction_known CHECK (direction IN ('in', 'out')),
+    CONSTRAINT external_movements_amount_positive CHECK (amount_minor > 0)
+) STRICT;
+CREATE INDEX external_movements_by_saga ON external_movements (saga_id);

@@ -65,7 +65,8 @@ def test_crash_after_the_charge_recovers_with_the_same_key(shop, db_url, tmp_pat
     worker.start()
     worker.join(timeout=60)
     assert EXIT_CODE == worker.exitcode
-    assert "reserved" == shop.purchases.get(purchase.id).state  # nothing recorded
+    # The intent moved it to payment_pending before the call; the answer is lost.
+    assert "payment_pending" == shop.purchases.get(purchase.id).state
     assert 1 == len(charges(shop, purchase.id))  # but the provider charged
     # The provider's webhook is lost too: only the retry can find out.
     sandbox_execute(shop, "DELETE FROM sandbox_webhooks")
@@ -80,9 +81,23 @@ def test_crash_after_the_charge_recovers_with_the_same_key(shop, db_url, tmp_pat
     assert "worker" == after.history[-1].actor
 
 
-def sandbox_execute(engine, sql):
+def sandbox_execute(engine, sql, **params):
+    import sqlalchemy as sa
+
     with engine.sandbox.db.engine.begin() as conn:
-        conn.exec_driver_sql(sql)
+        conn.execute(sa.text(sql), params)
+
+
+def provider_settles(engine, payment_id, status="succeeded"):
+    """The provider finishes a pending charge on its side (a transfer completes, or fails)."""
+    sandbox_execute(
+        engine,
+        "UPDATE sandbox_charges SET status = :status, "
+        "charged_minor = CASE WHEN :status = 'succeeded' THEN amount_minor END "
+        "WHERE payment_id = :payment_id",
+        status=status,
+        payment_id=payment_id,
+    )
 
 
 def _deliver(engine, event_id, kind, payment_id, amount=4900):
@@ -106,6 +121,7 @@ def pending(shop):
 def test_duplicate_webhook_applies_once(shop, pending):
     """The same event twice: applied once, the second recorded as a duplicate."""
     _, payment_id = pending
+    provider_settles(shop, payment_id)
     first = _deliver(shop, "evt-1", "payment.succeeded", payment_id)
     before = dump(shop)
     again = _deliver(shop, "evt-1", "payment.succeeded", payment_id)
@@ -117,6 +133,7 @@ def test_duplicate_webhook_applies_once(shop, pending):
 def test_same_event_id_with_other_content_is_a_recorded_conflict(shop, pending):
     """Reusing an event id for other content is recorded, never applied."""
     purchase, payment_id = pending
+    provider_settles(shop, payment_id, status="failed")
     _deliver(shop, "evt-1", "payment.failed", payment_id, amount=None)
     conflict = _deliver(shop, "evt-1", "payment.succeeded", payment_id)
     assert conflict.conflict
@@ -127,6 +144,7 @@ def test_same_event_id_with_other_content_is_a_recorded_conflict(shop, pending):
 def test_reordered_webhook_never_regresses(shop, pending):
     """An older failure arriving after the success changes nothing."""
     purchase, payment_id = pending
+    provider_settles(shop, payment_id)
     _deliver(shop, "evt-new", "payment.succeeded", payment_id)
     late = _deliver(shop, "evt-old", "payment.failed", payment_id, amount=None)
     assert ("absorbed", "confirmed") == (late.outcome, late.state)
@@ -222,8 +240,11 @@ def test_event_that_overtook_the_payment_answer_is_matched_when_delivered_again(
             provider_ref=payment_id,
             charged_minor=None,
             charged_currency=None,
+            job_id=None,
+            lease_token=None,
         )
     )
+    provider_settles(shop, payment_id)
     again = _deliver(shop, "evt-early", "payment.succeeded", payment_id)
     assert ("applied", "confirmed") == (again.outcome, again.state)
 
@@ -233,7 +254,7 @@ def test_access_is_not_granted_to_a_purchase_that_left_confirmed(shop, db_url):
     from saga._purchase_steps import PurchaseSteps
 
     purchase = start(shop, "op-1", "s1")
-    steps = PurchaseSteps(shop)
+    steps = PurchaseSteps(shop.db, shop.registry, shop.provider_getter)
     kinds = {k.name: k for k in steps.kinds()}
     Worker(shop.db, Handlers([kinds["purchase.request_payment"]]), listen=False).run(burst=True)
     assert "confirmed" == shop.purchases.get(purchase.id).state
@@ -248,7 +269,8 @@ def test_money_that_arrives_without_a_webhook_after_expiry_is_refunded(shop, db_
     from saga._purchase_steps import PurchaseSteps
 
     purchase = start(shop, "op-1", "s1", method="pm_late")
-    kinds = {k.name: k for k in PurchaseSteps(shop).kinds()}
+    steps = PurchaseSteps(shop.db, shop.registry, shop.provider_getter)
+    kinds = {k.name: k for k in steps.kinds()}
     Worker(shop.db, Handlers([kinds["purchase.request_payment"]]), listen=False).run(burst=True)
     assert "payment_pending" == shop.purchases.get(purchase.id).state
     make_due(shop, f"timer:{purchase.id}:2")  # the hold runs out

@@ -4,12 +4,21 @@ from __future__ import annotations
 
 import pytest
 
+from saga._purchase_recon import Checker
 from saga._purchase_steps import PurchaseSteps
 from saga._queue import Queue
-from saga._recon import ContradictedDecision, StaleDecision
+from saga._recon import ContradictedDecision, ReconPolicy, StaleDecision
 from saga.exceptions import InvalidInput, NotFound
 from tests.helpers import dump, make_due
 from tests.purchases import cli_json, settle
+
+
+def steps_of(engine):
+    return PurchaseSteps(engine.db, engine.registry, engine.provider_getter)
+
+
+def checker_of(engine):
+    return Checker(engine.db, engine.registry, engine.provider_getter, ReconPolicy())
 
 
 @pytest.fixture
@@ -29,7 +38,7 @@ def run_steps_once(engine):
     from saga._handlers import Handlers
     from saga._worker import Worker
 
-    kinds = [k for k in PurchaseSteps(engine).kinds() if k.name == "purchase.request_payment"]
+    kinds = [k for k in steps_of(engine).kinds() if k.name == "purchase.request_payment"]
     Worker(engine.db, Handlers(kinds), listen=False).run(burst=True)
 
 
@@ -73,8 +82,7 @@ def test_item_opens_with_owner_next_check_and_evidence(shop, unknown):
 def test_operator_first_then_the_checker_loses_on_the_record(shop, unknown):
     """The operator resolves while a check is in flight: the check is discarded, both audited."""
     item, job = checker_job(shop, unknown)
-    steps = PurchaseSteps(shop)
-    pending_check = steps.reconcile(job)  # the checker asked the provider...
+    pending_check = checker_of(shop).reconcile(job)  # the checker asked the provider...
     shop.recon.resolve(item.id, outcome="paid", operator="ann", reason="bank statement shows it")
     owned, result = Queue(shop.db).complete_with(job, pending_check.apply)  # ...and lands late
     assert (True, {"discarded": True}) == (owned, result)
@@ -89,8 +97,7 @@ def test_operator_first_then_the_checker_loses_on_the_record(shop, unknown):
 def test_checker_first_then_the_operator_is_refused_on_the_record(shop, unknown):
     """The checker settles first: the operator's decision on the old version is refused."""
     item, job = checker_job(shop, unknown)
-    steps = PurchaseSteps(shop)
-    Queue(shop.db).complete_with(job, steps.reconcile(job).apply)
+    Queue(shop.db).complete_with(job, checker_of(shop).reconcile(job).apply)
     with pytest.raises(StaleDecision):
         shop.recon.resolve(
             item.id,
@@ -107,24 +114,16 @@ def test_checker_first_then_the_operator_is_refused_on_the_record(shop, unknown)
     ] == events_of(shop, item.id)
 
 
-def test_decision_contradicting_the_evidence_is_refused(shop, unknown):
-    """After the checker saw the charge, "not paid" is refused and nothing changes."""
-    item, _job = checker_job(shop, unknown)
-    shop.recon.assign(item.id, operator="ann")  # the operator takes it; the check still reads
-    observation = PurchaseSteps(shop)._observe(item, shop.sagas.get(unknown.id))
-    assert "paid" == observation["reading"]
-    from saga._recon import record_observation
-
-    shop.db.transaction(
-        lambda tx: tx.run(
-            "set_recon_evidence", id=item.id, evidence=record_observation(item, observation)
-        )
-    )
+def test_decision_contradicting_the_provider_is_refused(shop, unknown):
+    """The provider holds the charge: "not paid" is refused, nothing changes, audited."""
+    item = shop.recon.find()[0]
+    shop.recon.assign(item.id, operator="ann")
     before = dump(shop)
-    with pytest.raises(ContradictedDecision):
+    with pytest.raises(ContradictedDecision, match="money was taken"):
         shop.recon.resolve(item.id, outcome="not_paid", operator="ann", reason="looks unpaid")
     after = dump(shop)
     assert before["sagas"] == after["sagas"]
+    assert before["payments"] == after["payments"]
     assert "refused" == events_of(shop, item.id)[-1][1]
 
 
@@ -132,7 +131,7 @@ def test_assign_takes_the_item_from_the_checker(shop, unknown):
     """An assigned item is the operator's: the checker leaves it alone."""
     item, job = checker_job(shop, unknown)
     shop.recon.assign(item.id, operator="bob")
-    result = PurchaseSteps(shop).reconcile(job)
+    result = checker_of(shop).reconcile(job)
     assert "owned by bob" in result["skipped"]
 
 
@@ -261,7 +260,7 @@ def test_not_paid_is_refused_when_the_provider_already_reported_the_charge(shop,
         )
     )
     item = shop.recon.find()[0]
-    with pytest.raises(ContradictedDecision, match="money taken"):
+    with pytest.raises(ContradictedDecision, match="money was taken"):
         shop.recon.resolve(item.id, outcome="not_paid", operator="ann", reason="no money seen")
     assert "needs_reconciliation" == shop.purchases.get(unknown.id).state
 
@@ -276,8 +275,14 @@ def test_declined_refund_can_be_settled_as_refunded_by_hand(shop, db_url):
     assert "refund_declined" == item.reason
     with pytest.raises(ContradictedDecision):
         shop.recon.resolve(item.id, outcome="paid", operator="ann", reason="r")
+    with pytest.raises(ContradictedDecision, match="external-ref"):
+        shop.recon.resolve(item.id, outcome="refunded", operator="ann", reason="no trace given")
     shop.recon.resolve(
-        item.id, outcome="refunded", operator="ann", reason="paid back by bank transfer, ticket 881"
+        item.id,
+        outcome="refunded",
+        operator="ann",
+        reason="paid back by bank transfer, ticket 881",
+        external_ref="BANK-881",
     )
     assert "refunded" == shop.purchases.get(purchase.id).state
 

@@ -196,10 +196,16 @@ class TestPurchase:
 
 
 REJECTED = [
+    (("intensive", "add", "x", "--seats", "3", "--price", "10", "--currency", "ZZZ"), "--currency"),
     (
-        ("purchase", "start", "--operation-id", "op", "--intensive", "nope", "--student", "s"),
-        "--intensive",
+        ("intensive", "add", "x", "--seats", "3", "--price", " 49.90", "--currency", "EUR"),
+        "--price",
     ),
+    (("intensive", "add", "x", "--seats", "3", "--price", "10.5", "--currency", "JPY"), "--price"),
+    (("purchase", "list", "--limit", "0"), "--limit"),
+    (("dlq", "replay", "--all", "--batch", "0"), "--batch"),
+    (("worker", "--burst", "--queue", "nope"), "--queue"),
+    (("worker", "--burst", "--concurrency", "100000"), "--concurrency"),
     (("intensive", "add", "x", "--seats", "-3", "--price", "10", "--currency", "EUR"), "--seats"),
     (("intensive", "add", "x", "--seats", "3", "--price", "ten", "--currency", "EUR"), "--price"),
     (("intensive", "add", "x", "--seats", "3", "--price", "1.001", "--currency", "EUR"), "--price"),
@@ -352,6 +358,8 @@ def test_database_url_from_the_environment(tmp_path):
     """SAGA_DATABASE_URL picks the database when --db is not given."""
     url = f"sqlite:///{tmp_path}/env.db"
     env = {**os.environ, "SAGA_DATABASE_URL": url}
+    upgrade = [sys.executable, "-m", "saga", "db", "upgrade"]
+    subprocess.run(upgrade, cwd=tmp_path, env=env, capture_output=True, check=True)
     command = [sys.executable, "-m", "saga", "intensive", "list", "--json"]
     done = subprocess.run(
         command, cwd=tmp_path, env=env, capture_output=True, text=True, check=False

@@ -115,12 +115,12 @@ class TestAcceptance:
         engine.sagas.fire(first.id, "payment_failed", actor="test")
         assert start(engine, "op-3", "s3").created
 
-    def test_unknown_intensive_names_the_field_and_changes_nothing(self, engine, intensive):
-        """Buying a seat of an intensive that does not exist is bad input."""
+    def test_unknown_intensive_is_not_found_and_changes_nothing(self, engine, intensive):
+        """Buying a seat of an intensive that does not exist is "not found" (exit 4)."""
         before = dump(engine)
-        with pytest.raises(InvalidInput) as info:
+        with pytest.raises(NotFound) as info:
             engine.purchases.start(operation_id="op-1", intensive_id="nope", student_id="s1")
-        assert "intensive_id" == info.value.field
+        assert ("intensive", "nope") == (info.value.kind, info.value.key)
         assert before == dump(engine)
 
     def test_one_live_seat_per_student(self, engine, intensive):

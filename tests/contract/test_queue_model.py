@@ -75,6 +75,7 @@ class QueueModel(RuleBasedStateMachine):
                 "attempts": 0,
                 "token": None,
                 "expired": False,
+                "rescued": False,
             }
         else:
             assert not accepted.created
@@ -89,7 +90,12 @@ class QueueModel(RuleBasedStateMachine):
         jobs = self.queue.claim(["export"], batch=10, lease_seconds=600)
         for job_id in exhausted:
             self.model[job_id].update(state="failed", token=None, expired=False)
-        if takeover:
+        first_time = {i for i in takeover if not self.model[i]["rescued"]}
+        if first_time:
+            # A killed worker's jobs come back together the first time...
+            assert first_time == {job.id for job in jobs}
+        elif takeover:
+            # ...and alone once they expired before (maybe they kill their worker).
             assert 1 == len(jobs)
             assert jobs[0].id in takeover
         else:
@@ -97,7 +103,11 @@ class QueueModel(RuleBasedStateMachine):
         for job in jobs:
             model = self.model[job.id]
             model.update(
-                state="running", attempts=model["attempts"] + 1, token=job.token, expired=False
+                state="running",
+                attempts=model["attempts"] + 1,
+                token=job.token,
+                expired=False,
+                rescued=bool(takeover),
             )
             assert model["attempts"] == job.attempt
             if job.id in self.current:
@@ -143,7 +153,7 @@ class QueueModel(RuleBasedStateMachine):
         owned = self._owned(job)
         assert owned == self.queue.retry(job, delay=0, error="later", error_class="transient")
         if owned:
-            self.model[job.id].update(state="pending", token=None)
+            self.model[job.id].update(state="pending", token=None, rescued=False)
 
     @rule(data=st.data(), stale=st.booleans())
     def extend(self, data, stale):

@@ -10,12 +10,14 @@ RETURNING event_id;
 
 -- name: get_inbox_event
 -- One event as the inbox recorded it.
-SELECT event_id, source, type, payment_ref, digest, payload, saga_id, outcome, detail, received_at
+SELECT event_id, source, type, payment_ref, digest, payload, saga_id, outcome, detail, received_at,
+       evidence
 FROM inbox WHERE event_id = :event_id;
 
 -- name: settle_inbox_event
 -- What applying the event did.
-UPDATE inbox SET saga_id = :saga_id, outcome = :outcome, detail = :detail
+UPDATE inbox SET saga_id = :saga_id, outcome = :outcome, detail = :detail,
+    evidence = CAST(:evidence AS jsonb)
 WHERE event_id = :event_id;
 
 -- name: insert_inbox_conflict

@@ -35,6 +35,14 @@ SET status = :to_status, charged_minor = coalesce(:charged_minor, charged_minor)
     updated_at = clock_timestamp()
 WHERE payment_id = :payment_id AND status = :from_status;
 
+-- name: settle_due_charges
+-- Charges that settle some time after they were made (pm_stale_failure_first)
+-- succeed once that time has passed: read lazily, before anything else looks.
+UPDATE sandbox_charges
+SET status = 'succeeded', charged_minor = amount_minor, updated_at = clock_timestamp()
+WHERE method = :method AND status = 'pending'
+  AND created_at <= clock_timestamp() - make_interval(secs => CAST(:settle_seconds AS double precision));
+
 -- name: insert_refund
 -- Record a refund under its idempotency key; nothing if the key exists.
 INSERT INTO sandbox_refunds (refund_id, key, params_digest, payment_id, amount_minor, status)
@@ -99,3 +107,7 @@ ORDER BY r.created_at, r.refund_id;
 -- name: lock_setup
 -- Serialize concurrent creations of the sandbox's tables.
 SELECT pg_advisory_xact_lock(:key);
+
+-- name: ledger_exists
+-- Whether the sandbox's tables exist here.
+SELECT to_regclass('sandbox_charges') IS NOT NULL;

@@ -56,8 +56,13 @@ WHERE intensive_id = :intensive_id AND student_id = :student_id AND seat <> 'fre
 
 -- name: record_payment_intent
 -- Write the payment intent before calling the provider; an existing one stays.
-INSERT INTO payments (saga_id, key, amount_minor, currency, method)
-VALUES (:saga_id, :key, :amount_minor, :currency, :method)
+-- stale_writes counts a write made under a lease that was no longer valid
+-- (a fencing witness for `saga verify`: it must stay 0).
+INSERT INTO payments (saga_id, key, amount_minor, currency, method, stale_writes)
+VALUES (:saga_id, :key, :amount_minor, :currency, :method,
+        CASE WHEN :job_id IS NULL OR EXISTS (
+        SELECT 1 FROM jobs WHERE id = :job_id AND state = 'running'
+          AND lease_token = :lease_token AND lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) THEN 0 ELSE 1 END)
 ON CONFLICT (saga_id) DO NOTHING;
 
 -- name: get_payment
@@ -73,21 +78,34 @@ SELECT saga_id, key, amount_minor, currency, method, status, provider_ref, charg
 FROM payments WHERE provider_ref = :provider_ref;
 
 -- name: record_payment_answer
--- What the provider said; a success is never overwritten by an older failure.
+-- What the provider said about a payment.  Money is never rewritten: a
+-- settled record (succeeded, failed, cancelled) takes only the very same
+-- answer again, and the engine's own 'unknown' marker never covers what the
+-- provider said.  No row back: the answer contradicts the record (the caller
+-- keeps it as evidence for reconciliation).
 UPDATE payments
-SET status = CASE WHEN status = 'succeeded' AND :status <> 'succeeded' THEN status
-                  ELSE :status END,
+SET status = :status,
     provider_ref = coalesce(provider_ref, :provider_ref),
-    charged_minor = coalesce(:charged_minor, charged_minor),
-    charged_currency = coalesce(:charged_currency, charged_currency),
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-WHERE saga_id = :saga_id;
-
+    charged_minor = :charged_minor,
+    charged_currency = :charged_currency,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    stale_writes = stale_writes + CASE WHEN :job_id IS NULL OR EXISTS (
+        SELECT 1 FROM jobs WHERE id = :job_id AND state = 'running'
+          AND lease_token = :lease_token AND lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) THEN 0 ELSE 1 END
+WHERE saga_id = :saga_id
+  AND (status IN ('intent', 'unknown')
+       OR (status = 'pending' AND :status <> 'unknown')
+       OR (status = :status AND charged_minor IS :charged_minor
+           AND charged_currency IS :charged_currency))
+RETURNING status;
 
 -- name: record_refund_intent
 -- Write the refund intent before calling the provider; one per payment.
-INSERT INTO refunds (saga_id, payment_key, key, amount_minor, currency, reason)
-VALUES (:saga_id, :payment_key, :key, :amount_minor, :currency, :reason)
+INSERT INTO refunds (saga_id, payment_key, key, amount_minor, currency, reason, stale_writes)
+VALUES (:saga_id, :payment_key, :key, :amount_minor, :currency, :reason,
+        CASE WHEN :job_id IS NULL OR EXISTS (
+        SELECT 1 FROM jobs WHERE id = :job_id AND state = 'running'
+          AND lease_token = :lease_token AND lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) THEN 0 ELSE 1 END)
 ON CONFLICT (saga_id) DO NOTHING;
 
 -- name: get_refund
@@ -103,11 +121,20 @@ SELECT saga_id, payment_key, key, amount_minor, currency, status, provider_ref, 
 FROM refunds WHERE provider_ref = :provider_ref;
 
 -- name: record_refund_answer
--- What the provider said about a refund; a success is never overwritten.
+-- What the provider said about a refund; like payments, a settled refund is
+-- never rewritten and no row back means the answer contradicts the record.
 UPDATE refunds
-SET status = CASE WHEN status = 'succeeded' THEN status ELSE :status END,
-    provider_ref = coalesce(provider_ref, :provider_ref), updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-WHERE saga_id = :saga_id;
+SET status = :status,
+    provider_ref = coalesce(provider_ref, :provider_ref),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    stale_writes = stale_writes + CASE WHEN :job_id IS NULL OR EXISTS (
+        SELECT 1 FROM jobs WHERE id = :job_id AND state = 'running'
+          AND lease_token = :lease_token AND lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')) THEN 0 ELSE 1 END
+WHERE saga_id = :saga_id
+  AND (status IN ('intent', 'unknown')
+       OR (status = 'pending' AND :status <> 'unknown')
+       OR status = :status)
+RETURNING status;
 
 -- name: grant_access
 -- Give a confirmed purchase's student access; once.

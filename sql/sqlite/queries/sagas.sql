@@ -49,9 +49,18 @@ RETURNING id, kind, definition_version, state, version, data, deadline_at, deadl
           created_at, entered_at, updated_at;
 
 -- name: insert_transition
--- Append one audit row.
-INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload)
-VALUES (:saga_id, :version, :from_state, :to_state, :event, :actor, :cause, :payload);
+-- Append one audit row.  Inside a job's fenced transaction it names the job
+-- and records whether that job's lease was valid at this moment (the fencing
+-- witness `saga verify` reads); outside one both stay NULL.
+INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload,
+                              job_id, lease_valid)
+VALUES (:saga_id, :version, :from_state, :to_state, :event, :actor, :cause, :payload,
+        :job_id,
+        CASE WHEN :job_id IS NULL THEN NULL
+             ELSE EXISTS (SELECT 1 FROM jobs
+                          WHERE id = :job_id AND state = 'running' AND lease_token = :lease_token
+                            AND lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+        END);
 
 -- name: list_transitions
 -- A saga's audit trail, oldest first.

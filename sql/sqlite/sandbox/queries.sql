@@ -35,6 +35,15 @@ SET status = :to_status, charged_minor = coalesce(:charged_minor, charged_minor)
     updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 WHERE payment_id = :payment_id AND status = :from_status;
 
+-- name: settle_due_charges
+-- Charges that settle some time after they were made (pm_stale_failure_first)
+-- succeed once that time has passed: read lazily, before anything else looks.
+UPDATE sandbox_charges
+SET status = 'succeeded', charged_minor = amount_minor,
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE method = :method AND status = 'pending'
+  AND created_at <= strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') - :settle_seconds / 86400.0);
+
 -- name: insert_refund
 -- Record a refund under its idempotency key; nothing if the key exists.
 INSERT INTO sandbox_refunds (refund_id, key, params_digest, payment_id, amount_minor, status)
@@ -97,3 +106,7 @@ ORDER BY r.created_at, r.refund_id;
 -- name: lock_setup
 -- Nothing to do: BEGIN IMMEDIATE already serializes the creation.
 SELECT :key;
+
+-- name: ledger_exists
+-- Whether the sandbox's tables exist here.
+SELECT count(*) > 0 FROM sqlite_master WHERE type = 'table' AND name = 'sandbox_charges';
