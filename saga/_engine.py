@@ -110,6 +110,9 @@ class Engine:
         if self._sandbox is None:
             from saga._sandbox import Sandbox  # noqa: PLC0415 - opened only when needed
 
+            if not self._create:
+                self.db.require_file()  # the engine's own file is missing: name that one
+
             self._sandbox = Sandbox(self.sandbox_url, create=self._create)
         return self._sandbox
 

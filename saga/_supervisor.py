@@ -140,7 +140,7 @@ class Supervisor:
         restart_delay: float = 0.5,
         max_restart_delay: float = 8.0,
         min_uptime: float = 5.0,
-        give_up_after: int = 6,
+        give_up_after: int = 5,
     ) -> None:
         if not 1 <= concurrency <= MAX_CONCURRENCY:
             msg = f"concurrency must be between 1 and {MAX_CONCURRENCY}"

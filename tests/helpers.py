@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
@@ -149,3 +150,14 @@ def make_due(engine: Engine, job_id: str) -> None:
     else:
         sql = "UPDATE jobs SET available_at = available_at - interval '1 day' WHERE id = :id"
     execute(engine, sql, id=job_id)
+
+
+def wait_until(predicate, timeout=60.0, interval=0.1):
+    """Poll ``predicate`` until it is true (a real signal, never a fixed sleep); its value."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError("condition not met in time")

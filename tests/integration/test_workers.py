@@ -10,14 +10,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from saga import Engine, NewJob
 from saga._queue import Queue
-from tests.helpers import expire_lease, rows, scalar
+from tests.helpers import expire_lease, rows, scalar, wait_until
 from tests.parallel import race
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,16 +65,6 @@ def worker(url, *extra, burst=False):
     return subprocess.Popen(
         command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
-
-
-def wait_until(predicate, timeout=60.0, interval=0.1):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval)
-    raise AssertionError("condition not met in time")
 
 
 def wait_for_log(process, event):

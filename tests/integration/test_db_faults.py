@@ -1,0 +1,232 @@
+"""
+Database faults and the guards that only the database can show.
+
+A dropped LISTEN session, a stalled SQLite writer, serialization failures and
+deadlocks; and the guards issue 7 found untested: claims skip locked rows,
+leases come from the database clock, SQLite writers take the write lock at
+BEGIN.  Each test fails when its guard is removed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import subprocess
+import sys
+import threading
+from datetime import datetime
+
+import psycopg
+import pytest
+import sqlalchemy as sa
+
+from saga import Engine, NewJob
+from saga._cli import main
+from saga._db import Database
+from saga._handlers import Handlers, JobKind
+from saga._queue import Queue
+from saga._worker import Worker
+from saga.exceptions import DatabaseBusy
+from tests.conftest import IN_CI
+from tests.helpers import db_now, rows, scalar, wait_until
+
+LISTENERS = """
+SELECT pid FROM pg_stat_activity
+WHERE datname = current_database() AND query = 'LISTEN "saga_jobs"' AND pid <> pg_backend_pid()
+"""
+
+
+@pytest.fixture
+def pg(postgres_url):
+    with Engine(postgres_url, check_schema=False) as setup:
+        setup.upgrade()
+    with Engine(postgres_url) as engine:
+        yield engine
+
+
+@pytest.mark.slow
+def test_a_dropped_listen_session_is_reconnected(pg):
+    """pg_terminate_backend on the LISTEN session: the worker lives and listens again."""
+    done = []
+    kind = JobKind("test.noop", lambda job: done.append(job.id) or {}, queue="test")
+    worker = Worker(pg.db, Handlers([kind]), poll_interval=60.0)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    try:
+        (first,) = wait_until(lambda: [r["pid"] for r in rows(pg, LISTENERS)])
+        scalar(pg, "SELECT pg_terminate_backend(:pid)", pid=first)
+        # A fresh session; with a 60 s poll only a notification can wake the worker now.
+        wait_until(lambda: [r["pid"] for r in rows(pg, LISTENERS) if r["pid"] != first])
+        Queue(pg.db).enqueue(NewJob(id="wake", queue="test", kind="test.noop"))
+        wait_until(lambda: done, timeout=30)
+        assert thread.is_alive()
+    finally:
+        worker.stop()
+        thread.join(timeout=30)
+
+
+def test_a_stalled_sqlite_writer_gives_a_clear_error(sqlite_url, capsys, monkeypatch):
+    """Another process holds the write lock: exit 1 naming the lock and the wait, no trace."""
+    with Engine(sqlite_url, check_schema=False) as setup:
+        setup.upgrade()
+        setup.catalogue.add("js", seats=3, price="10.00", currency="EUR")
+        path = setup.db.sqlite_path
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    monkeypatch.setenv("SAGA_LOCK_WAIT_SECONDS", "1")
+    try:
+        capsys.readouterr()
+        code = main(
+            [
+                "purchase",
+                "start",
+                "--operation-id",
+                "op-1",
+                "--intensive",
+                "js",
+                "--student",
+                "s1",
+                "--db",
+                sqlite_url,
+            ]
+        )
+        err = capsys.readouterr().err
+    finally:
+        holder.rollback()
+        holder.close()
+    assert 1 == code
+    assert f"the SQLite database {path} stayed locked by another writer" in err
+    assert "SAGA_LOCK_WAIT_SECONDS" in err
+    assert "OperationalError" not in err
+
+
+def test_a_stalled_writer_raises_database_busy_from_the_library(sqlite_url):
+    """The same through the library: a typed error, retried no longer than the lock wait."""
+    db = Database(sqlite_url, lock_wait=0.5)
+    db.transaction(lambda tx: tx.conn.exec_driver_sql("CREATE TABLE t (x)"))
+    holder = sqlite3.connect(db.sqlite_path, isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")
+    try:
+        with pytest.raises(DatabaseBusy, match="stayed locked"):
+            db.transaction(lambda tx: tx.conn.exec_driver_sql("INSERT INTO t VALUES (1)"))
+    finally:
+        holder.rollback()
+        holder.close()
+        db.dispose()
+
+
+def test_sqlite_writers_take_the_write_lock_at_begin(sqlite_url):
+    """
+    A write transaction holds the lock from its first statement (BEGIN IMMEDIATE).
+
+    A read-then-write transaction that began DEFERRED would let another
+    writer in between its read and its write; here the other writer must
+    find the lock taken while the transaction has only read so far.
+    """
+    db = Database(sqlite_url)
+    db.transaction(lambda tx: tx.conn.exec_driver_sql("CREATE TABLE t (x)"))
+    other: list[str] = []
+
+    def work(tx):
+        tx.conn.exec_driver_sql("SELECT count(*) FROM t").scalar()
+        intruder = sqlite3.connect(db.sqlite_path, timeout=0.05, isolation_level=None)
+        try:
+            intruder.execute("INSERT INTO t VALUES (1)")
+            other.append("got in")
+        except sqlite3.OperationalError as exc:
+            other.append(str(exc))
+        finally:
+            intruder.close()
+        tx.conn.exec_driver_sql("INSERT INTO t VALUES (2)")
+
+    db.transaction(work)
+    db.dispose()
+    assert ["database is locked"] == other
+
+
+INJECTED = {
+    "serialization": "DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '40001'; END $$",
+    "deadlock": "DO $$ BEGIN RAISE EXCEPTION 'injected' USING ERRCODE = '40P01'; END $$",
+}
+
+
+@pytest.mark.parametrize("name", sorted(INJECTED))
+def test_serialization_failures_and_deadlocks_rerun_the_whole_transaction(pg, name):
+    """PostgreSQL's transient refusals are retried as whole transactions, invisibly."""
+    attempts: list[int] = []
+
+    def work(tx):
+        attempts.append(len(attempts) + 1)
+        tx.conn.exec_driver_sql(
+            "INSERT INTO job_replays (job_id, actor, attempts) VALUES ('j', 'a', 0)"
+        )
+        if len(attempts) == 1:
+            tx.conn.execute(sa.text(INJECTED[name]))
+        return len(attempts)
+
+    assert 2 == pg.db.transaction(work)
+    assert 1 == scalar(pg, "SELECT count(*) FROM job_replays")  # the first attempt rolled back
+
+
+def test_claims_skip_rows_other_transactions_hold(pg):
+    """A row locked by another transaction is skipped, never waited for (SKIP LOCKED)."""
+    queue = Queue(pg.db)
+    for job_id in ("a", "b"):
+        queue.enqueue(NewJob(id=job_id, queue="q", kind="k"))
+    libpq = pg.db.url.set(drivername="postgresql").render_as_string(hide_password=False)
+    with psycopg.connect(libpq) as holder:
+        holder.execute("SELECT id FROM jobs WHERE id = 'a' FOR UPDATE")
+        # Without SKIP LOCKED this claim would wait for the holder: make that an error.
+        impatient = Database(
+            pg.db.url.update_query_dict(
+                {"options": f"{pg.db.url.query['options']} -clock_timeout=2000"}
+            ).render_as_string(hide_password=False)
+        )
+        try:
+            claimed = Queue(impatient).claim(["k"], batch=10)
+        finally:
+            impatient.dispose()
+        holder.rollback()
+    assert ["b"] == [job.id for job in claimed]
+
+
+def _faketime() -> str | None:
+    return shutil.which("faketime")
+
+
+def test_leases_and_deadlines_come_from_the_database_clock(pg):
+    """
+    A worker whose clock runs two hours ahead still gets leases and deadlines by the database.
+
+    The claim and the purchase run in a process under libfaketime; PostgreSQL
+    keeps the true time.  A lease or a deadline computed from the worker's
+    clock would land two hours late.
+    """
+    if _faketime() is None:
+        if IN_CI:
+            pytest.fail("faketime is missing: .ci/run installs it (Debian package faketime)")
+        pytest.skip("faketime is not installed")
+    pg.catalogue.add("js", seats=3, price="10.00", currency="EUR")
+    url = pg.db.url.render_as_string(hide_password=False)
+    script = (
+        "import sys\n"
+        "from saga import Engine\n"
+        "from saga._queue import Queue\n"
+        "with Engine(sys.argv[1]) as e:\n"
+        "    p = e.purchases.start(operation_id='op', intensive_id='js', student_id='s',"
+        " hold_seconds=600).purchase\n"
+        "    (job,) = Queue(e.db).claim(['purchase.request_payment'], batch=1,"
+        " lease_seconds=30)\n"
+        "    print(p.deadline_at.isoformat(), job.lease_until.isoformat())\n"
+    )
+    done = subprocess.run(
+        ["faketime", "-f", "+2h", sys.executable, "-c", script, url],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr
+    now = db_now(pg)
+    deadline, lease = (datetime.fromisoformat(t) for t in done.stdout.split())
+    assert 0 < (deadline - now).total_seconds() <= 600
+    assert 0 < (lease - now).total_seconds() <= 30

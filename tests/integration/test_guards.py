@@ -1,0 +1,165 @@
+"""
+Guards that issue 7 found uncaught: each test fails when its guard is removed.
+
+- the saga row lock in `fire`: many processes firing at one saga all apply,
+  one per version, versions contiguous (PostgreSQL: without the lock, the
+  compare-and-set refuses the losers instead of serializing them);
+- the version in the compare-and-set: a stale decision matching the state is
+  still refused;
+- a timer set for an older version of the saga never fires;
+- a payment request after the hold deadline never reaches the provider;
+- a hold expiry asks the provider first, on both backends;
+- a completion without its fence is a `verify` violation (the witness works).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from saga import Engine
+from saga._handlers import Handlers
+from saga._purchase_steps import PurchaseSteps
+from saga._queue import Queue
+from saga._timers import timer_kind
+from saga._verify import verify
+from saga._worker import Worker
+from tests.counter_app import registry
+from tests.helpers import execute, expire_lease, make_due, scalar
+from tests.parallel import race
+
+FIRES = 6
+
+
+def fire_ticks(url, saga_id, n, *, prepare=False, prepared=None):
+    """One process: fire `tick` FIRES times at the saga, without an expected version."""
+    with Engine(url, registry=registry()) as engine:
+        if prepare:
+            engine.sagas.get(saga_id)  # connect and check the schema before the barrier
+            return None
+        return [
+            engine.sagas.fire(saga_id, "tick", actor=f"p{n}").saga.version for _ in range(FIRES)
+        ]
+
+
+@pytest.mark.slow
+def test_concurrent_events_at_one_saga_all_apply_one_per_version(db_url):
+    """8 processes fire at one saga at once: every event applies, versions 1..n contiguous."""
+    with Engine(db_url, check_schema=False) as setup:
+        setup.upgrade()
+    with Engine(db_url, registry=registry()) as engine:
+        saga_id = engine.sagas.start("counter", operation_id="c-1", request={}).saga.id
+        versions = race(fire_ticks, [(db_url, saga_id, n) for n in range(8)])
+        seen = sorted(v for mine in versions for v in mine)
+        assert list(range(2, 2 + 8 * FIRES)) == seen
+        assert [h.version for h in engine.sagas.history(saga_id)] == list(range(1, 2 + 8 * FIRES))
+
+
+def test_a_stale_decision_is_refused_even_when_the_state_matches(engine):
+    """The compare-and-set names the version: a decision on v1 cannot land on v2."""
+    with Engine(engine.db.url.render_as_string(False), registry=registry()) as counters:
+        saga = counters.sagas.start("counter", operation_id="c-1", request={}).saga
+        counters.sagas.fire(saga.id, "tick", actor="a")  # still "open", now version 2
+
+        def stale_update(tx):
+            return tx.one(
+                "transition_saga",
+                id=saga.id,
+                from_state="open",
+                version=1,
+                to_state="closed",
+                data="{}",
+                deadline_event=None,
+                deadline_seconds=None,
+                deadline_since_created=False,
+            )
+
+        assert counters.db.transaction(stale_update) is None
+        assert ("open", 2) == (
+            counters.sagas.get(saga.id).state,
+            counters.sagas.get(saga.id).version,
+        )
+
+
+@pytest.fixture
+def shop(engine):
+    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    return engine
+
+
+def start(engine, method="pm_ok", hold=600):
+    return engine.purchases.start(
+        operation_id=f"op-{method}",
+        intensive_id="js",
+        student_id=f"s-{method}",
+        payment_method=method,
+        hold_seconds=hold,
+    ).purchase
+
+
+def steps(engine, name):
+    kinds = PurchaseSteps(engine.db, engine.registry, engine.provider_getter).kinds()
+    return Worker(engine.db, Handlers([k for k in kinds if k.name == name]), listen=False)
+
+
+def test_a_timer_set_for_an_older_version_does_not_fire(shop):
+    """The v1 hold timer, already running when the saga moved to v2, changes nothing."""
+    purchase = start(shop, "pm_late")  # v2 keeps the same deadline event: hold_expired
+    make_due(shop, f"timer:{purchase.id}:1")
+    (job,) = Queue(shop.db).claim(["saga.timeout"], batch=1)
+    pending = timer_kind(shop).handler(job)  # read v1: "no payment requested yet"
+    steps(shop, "purchase.request_payment").run(burst=True)  # meanwhile: v2, then paid
+    state = shop.purchases.get(purchase.id).state
+    owned, result = Queue(shop.db).complete_with(job, pending.apply)
+    assert owned
+    assert "skipped" in result
+    assert state == shop.purchases.get(purchase.id).state
+
+
+def test_no_payment_is_requested_after_the_hold_deadline(shop):
+    """The database clock says the hold ran out: no intent, nothing at the provider."""
+    purchase = start(shop)
+    past = "2000-01-01T00:00:00.000Z" if shop.db.dialect == "sqlite" else "2000-01-01T00:00:00Z"
+    execute(shop, "UPDATE sagas SET deadline_at = :past WHERE id = :id", past=past, id=purchase.id)
+    steps(shop, "purchase.request_payment").run(burst=True)
+    assert "reserved" == shop.purchases.get(purchase.id).state
+    assert 0 == scalar(shop, "SELECT count(*) FROM payments")
+    assert [] == shop.sandbox.ledger()["charges"]
+
+
+def test_a_hold_expiry_asks_the_provider_first(shop):
+    """Money taken, the engine never told: the expiring hold finds it and confirms."""
+    purchase = start(shop, "pm_late")
+    steps(shop, "purchase.request_payment").run(burst=True)
+    with shop.sandbox.db.engine.begin() as conn:  # the transfer completes, its webhook is lost
+        conn.exec_driver_sql(
+            "UPDATE sandbox_charges SET status = 'succeeded', charged_minor = amount_minor"
+        )
+        conn.exec_driver_sql("DELETE FROM sandbox_webhooks")
+    make_due(shop, f"timer:{purchase.id}:2")
+    Worker(shop.db, Handlers([timer_kind(shop)]), listen=False).run(burst=True)
+    after = shop.purchases.get(purchase.id)
+    assert ("confirmed", "succeeded") == (after.state, after.payment["status"])
+
+
+def test_a_completion_without_its_fence_is_caught_by_verify(shop, monkeypatch):
+    """If fencing were lost, the audit row's witness says so and verify fails on it."""
+    purchase = start(shop, "pm_ok")
+    worker = steps(shop, "purchase.request_payment")
+    (job,) = Queue(shop.db).claim(["purchase.request_payment"], batch=1)
+    answer = worker.handlers["purchase.request_payment"].handler(job)  # intent, then charged
+    expire_lease(shop, job.id)  # the worker stalled past its lease
+    import saga._queue
+
+    monkeypatch.setattr(saga._queue, "fence_in", _no_fence)  # the bug under test
+    owned, _ = Queue(shop.db).complete_with(job, answer.apply)
+    assert owned  # the broken fence let the stale worker write...
+    assert "confirmed" == shop.purchases.get(purchase.id).state
+    broken = {i.name: i.problems for i in verify(shop).invariants if i.problems}
+    assert "fencing" in broken  # ...and the witness caught it
+    assert "after its lease expired" in broken["fencing"][0]
+
+
+def _no_fence(tx, jobs):
+    """A fence that checks nothing (it still names the job, as the real one does)."""
+    tx.lease = (jobs[0].id, jobs[0].token)
+    return {job.id for job in jobs}
