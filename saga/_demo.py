@@ -5,8 +5,13 @@ The purchases carry a realistic mix of payment methods, several worker
 processes work them, and the run ends with a report and ``saga verify``.
 
 The mix is drawn from a seeded random generator, so ``--seed`` replays the
-same purchases.  Holds are short, so expiry and late payments happen within
-the run.
+same purchases, and the run is built so that the seed alone decides where
+each purchase ends, whatever the machine's load: the contested intensive
+sells out before any worker runs, the others have a seat for every buyer,
+and arrivals are paced so that no more than a window of purchases waits for
+its payment request (holds are short, so expiry and late payments happen
+within the run, and a backlog must not expire them instead).  The report
+gives the lag from acceptance to the payment request.
 """
 
 from __future__ import annotations
@@ -44,10 +49,16 @@ MIX: Final = (
     ("pm_out_of_order_webhooks", 3),
     ("pm_refund_fails", 2),
     ("pm_refund_timeout", 2),
+    ("pm_stale_failure_first", 2),
 )
 # Share of fine purchases whose student cancels after paying (a refund).
 CANCEL_SHARE: Final = 0.03
 HOLD_SECONDS: Final = 15
+# Workers' leases: short against the hold they guard, so that a killed
+# worker's purchases come back (in one batch) long before their hold runs out.
+LEASE_SECONDS: Final = 5
+# At most this many accepted purchases wait for their payment request.
+WINDOW: Final = 20
 SETTLED: Final = frozenset({"confirmed", "expired", "cancelled", "refunded"})
 
 
@@ -62,23 +73,26 @@ class Plan:
 
     @classmethod
     def draw(cls, *, purchases: int, seed: int, run: str) -> Plan:
-        """A reproducible plan: ``purchases`` purchases over four intensives."""
+        """
+        A reproducible plan: ``purchases`` purchases over four intensives.
+
+        One intensive has half as many seats as buyers (it sells out); the
+        others have a seat for each of their buyers.
+        """
         rng = random.Random(seed)
         hot = max(5, purchases // 50)
         rest = purchases - hot
-        intensives = {
+        weights_of = {
             f"demo-{run}-js-bootcamp": max(1, rest * 2 // 5),
             f"demo-{run}-python-deep-dive": max(1, rest * 7 // 20),
             f"demo-{run}-sql-masterclass": max(1, rest // 4),
-            f"demo-{run}-rust-weekend": hot // 2,  # sells out: more buyers than seats
+            f"demo-{run}-rust-weekend": hot,
         }
-        names = list(intensives)
-        weights = [
-            intensives[name] + (hot if name.endswith("rust-weekend") else 0) for name in names
-        ]
+        names = list(weights_of)
+        weights = list(weights_of.values())
         methods = [method for method, _ in MIX]
         mix = [weight for _, weight in MIX]
-        plan = cls(run=run, intensives=intensives, purchases=[])
+        plan = cls(run=run, intensives={}, purchases=[])
         for n in range(purchases):
             operation = f"demo-{run}-op-{n:05d}"
             method = rng.choices(methods, mix)[0]
@@ -88,7 +102,16 @@ class Plan:
                 method == "pm_ok" and rng.random() < CANCEL_SHARE
             ):
                 plan.cancel.add(operation)
+        buyers = Counter(intensive for _, intensive, _, _ in plan.purchases)
+        for name in names:
+            contested = name.endswith("rust-weekend")
+            plan.intensives[name] = max(1, buyers[name] // 2 if contested else buyers[name])
         return plan
+
+    @property
+    def contested(self) -> str:
+        """The intensive with fewer seats than buyers."""
+        return next(name for name in self.intensives if name.endswith("rust-weekend"))
 
 
 @dataclass(slots=True)
@@ -120,9 +143,12 @@ def run_demo(
         engine.catalogue.add(intensive, seats=seats, price="49.00", currency="EUR")
     outcome = Outcome()
     start = time.monotonic()
+    # The contested intensive sells out before any worker runs: which buyers
+    # get a seat depends on the seed, never on how fast seats come free.
+    _accept(engine, plan, outcome, only=plan.contested)
     process = _start_workers(engine, workers)
     try:
-        _accept(engine, plan, outcome)
+        _accept(engine, plan, outcome, progress=progress, skip=plan.contested)
         outcome.settled = _work_until_settled(
             engine, plan, outcome, progress=progress, start=start, timeout_s=timeout_s
         )
@@ -147,7 +173,7 @@ def _start_workers(engine: Engine, workers: int) -> subprocess.Popen[bytes]:
         "--poll-interval",
         "0.2",
         "--lease-seconds",
-        "15",
+        str(LEASE_SECONDS),
         "--log-level",
         "error",
     ]
@@ -167,8 +193,24 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
             process.wait()
 
 
-def _accept(engine: Engine, plan: Plan, outcome: Outcome) -> None:
-    for index, (operation, intensive, student, method) in enumerate(plan.purchases):
+def _accept(
+    engine: Engine,
+    plan: Plan,
+    outcome: Outcome,
+    *,
+    only: str | None = None,
+    skip: str | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> None:
+    """Accept the plan's purchases (of one intensive, or all but one), paced by the window."""
+    mine = [
+        (index, purchase)
+        for index, purchase in enumerate(plan.purchases)
+        if (only is None or purchase[1] == only) and (skip is None or purchase[1] != skip)
+    ]
+    for index, (operation, intensive, student, method) in mine:
+        if progress is not None:
+            _wait_for_room(engine, plan, outcome, progress)
         try:
             result = engine.purchases.start(
                 operation_id=operation,
@@ -191,6 +233,26 @@ def _accept(engine: Engine, plan: Plan, outcome: Outcome) -> None:
             )
             assert again.purchase.id == result.purchase.id  # noqa: S101 - demo's own check
             outcome.retried_same_key += 1
+
+
+def _wait_for_room(
+    engine: Engine, plan: Plan, outcome: Outcome, progress: Callable[[int, int], None]
+) -> None:
+    """Hold the next arrival while a window of purchases still waits for its payment request."""
+    intensives = json.dumps(sorted(plan.intensives))
+    mine = set(outcome.accepted.values())
+    while True:
+        rows = engine.db.transaction(
+            lambda tx: tx.all("purchase_progress", intensive_ids=intensives), write=False
+        )
+        states = [row for row in rows if row["id"] in mine]
+        progress(
+            sum(1 for row in states if _is_settled(row["state"], row["owner"])),
+            len(plan.purchases),
+        )
+        if sum(1 for row in states if row["state"] == "reserved") < WINDOW:
+            return
+        time.sleep(0.05)
 
 
 def _work_until_settled(
@@ -266,6 +328,15 @@ def _report(
     charges = [c for c in ledger["charges"] if c["reference"] in mine]
     refunds = [r for r in ledger["refunds"] if r["reference"] in mine]
     items = [p.reconciliation for p in purchases if p.reconciliation is not None]
+    lags = sorted(
+        float(row["lag_s"])
+        for row in engine.db.transaction(
+            lambda tx: tx.all(
+                "payment_request_lag", intensive_ids=json.dumps(sorted(plan.intensives))
+            ),
+            write=False,
+        )
+    )
     report = verify(engine)
     return {
         "run": plan.run,
@@ -300,6 +371,11 @@ def _report(
                 if (i := p.reconciliation) is not None and i["status"] == "open"
             ],
         },
+        "payment_request_lag_s": {
+            "p50": _quantile(lags, 0.50),
+            "p99": _quantile(lags, 0.99),
+            "max": round(lags[-1], 3) if lags else None,
+        },
         "settled": outcome.settled,
         "seconds": round(outcome.seconds, 1),
         "purchases_per_second": round(len(outcome.accepted) / outcome.seconds, 1)
@@ -307,3 +383,10 @@ def _report(
         else None,
         "verify": report.to_json(),
     }
+
+
+def _quantile(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile of sorted ``values`` (nearest rank), rounded to the millisecond."""
+    if not values:
+        return None
+    return round(values[min(len(values) - 1, int(q * len(values)))], 3)

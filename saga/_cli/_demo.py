@@ -90,6 +90,11 @@ def _print(out: Output, report: dict[str, Any]) -> None:
         f"{purchases['accepted']} purchases accepted of {purchases['planned']} in "
         f"{report['seconds']} s ({report['purchases_per_second']} purchases/s)"
     )
+    lag = report["payment_request_lag_s"]
+    out.line(
+        f"  lag from acceptance to payment request: p50 {lag['p50']} s, p99 {lag['p99']} s, "
+        f"max {lag['max']} s"
+    )
     refused = ", ".join(f"{n} {why}" for why, n in purchases["refused"].items()) or "none"
     out.line(
         f"  refused: {refused}; same operation id retried {purchases['retried_same_operation_id']}"

@@ -48,3 +48,20 @@ def test_demo_rejects_bad_sizes(capsys, tmp_path):
     """--purchases 0 is bad input naming the field."""
     assert 2 == main(["demo", "--purchases", "0", "--db", f"sqlite:///{tmp_path}/d.db"])
     assert "--purchases" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_seed_alone_decides_where_each_purchase_ends(tmp_path, capsys):
+    """Two runs of one seed end the same way, state by payment method, whatever the load."""
+    reports = []
+    for run in ("one", "two"):
+        url = f"sqlite:///{tmp_path}/{run}.db"
+        argv = ["demo", "--purchases", "60", "--workers", "2", "--seed", "3", "--db", url]
+        assert 0 == main([*argv, "--json"])
+        reports.append(json.loads(capsys.readouterr().out))
+    first, second = (r["purchases"] for r in reports)
+    assert first["by_payment_method"] == second["by_payment_method"]
+    assert (first["refused"], first["by_state"]) == (second["refused"], second["by_state"])
+    assert "expired" not in first["by_state"]  # no purchase lost its hold to a backlog
+    lag = reports[0]["payment_request_lag_s"]
+    assert lag["p50"] <= lag["p99"] <= lag["max"]

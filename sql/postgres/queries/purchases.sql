@@ -149,5 +149,13 @@ WHERE saga_id = :saga_id;
 SELECT s.id, s.state, r.owner
 FROM purchases p
 JOIN sagas s ON s.id = p.saga_id
-LEFT JOIN recon_items r ON r.saga_id = s.id AND r.status = 'open'
+LEFT JOIN recon_items r ON r.saga_id = s.id AND r.status = 'open' AND r.kind = 'outcome'
+WHERE p.intensive_id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:intensive_ids AS jsonb))));
+
+-- name: payment_request_lag
+-- Per purchase of these intensives: seconds from acceptance to the payment intent.
+SELECT EXTRACT(EPOCH FROM pay.created_at - s.created_at) AS lag_s
+FROM payments pay
+JOIN sagas s ON s.id = pay.saga_id
+JOIN purchases p ON p.saga_id = s.id
 WHERE p.intensive_id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:intensive_ids AS jsonb))));

@@ -151,5 +151,13 @@ WHERE saga_id = :saga_id;
 SELECT s.id, s.state, r.owner
 FROM purchases p
 JOIN sagas s ON s.id = p.saga_id
-LEFT JOIN recon_items r ON r.saga_id = s.id AND r.status = 'open'
+LEFT JOIN recon_items r ON r.saga_id = s.id AND r.status = 'open' AND r.kind = 'outcome'
+WHERE p.intensive_id IN (SELECT value FROM json_each(:intensive_ids));
+
+-- name: payment_request_lag
+-- Per purchase of these intensives: seconds from acceptance to the payment intent.
+SELECT (julianday(pay.created_at) - julianday(s.created_at)) * 86400.0 AS lag_s
+FROM payments pay
+JOIN sagas s ON s.id = pay.saga_id
+JOIN purchases p ON p.saga_id = s.id
 WHERE p.intensive_id IN (SELECT value FROM json_each(:intensive_ids));
