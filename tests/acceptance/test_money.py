@@ -280,3 +280,26 @@ def test_an_event_is_not_recorded_while_the_provider_cannot_be_asked(shop, monke
     with pytest.raises(ProviderUnavailable):
         deliver(shop, "evt-1", "payment.succeeded", payment_id)
     assert 0 == scalar(shop, "SELECT count(*) FROM inbox")
+
+
+def test_a_refused_transition_completes_its_job_instead_of_dead_lettering(shop):
+    """A step's answer for a purchase that moved on is logged and done (defect 7)."""
+    from saga._purchase_steps import queue_step
+    from saga._queue import Queue
+
+    purchase = start(shop, "op-1")
+    request_payments(shop)
+    shop.purchases.cancel(purchase.id, reason="changed plans")  # refund_pending, not refunded yet
+    shop.db.transaction(lambda tx: queue_step(tx, purchase.id, "check_payment", delay=0))
+    kinds = PurchaseSteps(shop.db, shop.registry, shop.provider_getter).kinds()
+    check = Handlers([k for k in kinds if k.name == "purchase.check_payment"])
+    Worker(shop.db, check, listen=False).run(
+        burst=True
+    )  # "paid" is not an event refund_pending takes
+    (job_id,) = [
+        j["id"]
+        for j in shop.db.transaction(lambda tx: tx.all("list_saga_jobs", saga_id=purchase.id))
+        if j["kind"] == "purchase.check_payment"
+    ]
+    assert "done" == Queue(shop.db).get(job_id).state
+    assert "refund_pending" == shop.purchases.get(purchase.id).state
