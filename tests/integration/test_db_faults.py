@@ -180,7 +180,8 @@ def test_claims_skip_rows_other_transactions_hold(pg):
         impatient = Database(
             pg.db.url.update_query_dict(
                 {"options": f"{pg.db.url.query['options']} -clock_timeout=2000"}
-            ).render_as_string(hide_password=False)
+            ).render_as_string(hide_password=False),
+            lock_wait=3,
         )
         try:
             claimed = Queue(impatient).claim(["k"], batch=10)
