@@ -11,7 +11,7 @@ from saga._db import DEFAULT_URL, Database
 from saga._inbox import Inbox
 from saga._purchase_recon import PaymentJudge
 from saga._purchases import Purchases
-from saga._recon import Reconciliation
+from saga._recon_desk import Reconciliation
 from saga._sagas import Registry, Sagas
 
 if TYPE_CHECKING:
