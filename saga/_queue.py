@@ -344,10 +344,9 @@ def _rescue(tx: Tx, kinds_json: str, token: str, lease_seconds: float, batch: in
             error_class="crashed",
         )
     params = {"kinds": kinds_json, "token": token, "lease_seconds": lease_seconds}
-    rows = tx.all("claim_expired_jobs", batch=batch, **params)
+    rows = tx.all("claim_expired_jobs", first_time=True, batch=batch, **params)
     if not rows:
-        again = tx.one("claim_expired_job", **params)
-        rows = [] if again is None else [again]
+        rows = tx.all("claim_expired_jobs", first_time=False, batch=1, **params)
     if rows:
         log.info("leases_rescued", jobs=len(rows))
     return [Job.from_claim(row, token) for row in rows]

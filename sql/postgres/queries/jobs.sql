@@ -104,40 +104,19 @@ WHERE j.id = exhausted.id
 RETURNING j.id, j.kind, j.attempts;
 
 -- name: claim_expired_jobs
--- Take over, in one batch, jobs whose worker lost its lease (crashed, was
--- killed, hung) for the first time: a killed worker's batch comes back at
--- once.  Each is marked 'lease_expired', so if it expires again (a job that
--- kills its worker) it is taken alone from then on (claim_expired_job).
+-- Take over jobs whose worker lost its lease (crashed, was killed, hung).
+-- With :first_time, only those whose lease expired for the first time, up to
+-- :batch at once: a killed worker's batch comes back together.  Each is
+-- marked 'lease_expired'; one that expires again (it may be the job that
+-- kills its worker) is then taken alone (:first_time false, :batch 1).
 WITH clock AS (SELECT clock_timestamp() AS now),
 expired AS (
     SELECT id FROM jobs
     WHERE state = 'running' AND lease_until < clock_timestamp() AND attempts < max_attempts
-      AND error_class IS DISTINCT FROM 'lease_expired'
+      AND (NOT CAST(:first_time AS boolean) OR error_class IS DISTINCT FROM 'lease_expired')
       AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))))
     ORDER BY lease_until, id
     LIMIT :batch
-    FOR UPDATE SKIP LOCKED
-)
-UPDATE jobs j
-SET attempts = j.attempts + 1, lease_token = :token,
-    lease_until = clock.now + make_interval(secs => CAST(:lease_seconds AS double precision)),
-    updated_at = clock.now, error_class = 'lease_expired',
-    last_error = 'lease expired: the worker that held it stopped without reporting'
-FROM expired, clock
-WHERE j.id = expired.id
-RETURNING j.id, j.queue, j.kind, j.saga_id, j.attempts, j.max_attempts, j.lease_until,
-          (SELECT p.payload FROM job_payloads p WHERE p.job_id = j.id) AS payload;
-
--- name: claim_expired_job
--- Take over one job whose lease expired again (it may be the one that kills
--- its worker): alone, so it cannot take a batch down with it.
-WITH clock AS (SELECT clock_timestamp() AS now),
-expired AS (
-    SELECT id FROM jobs
-    WHERE state = 'running' AND lease_until < clock_timestamp() AND attempts < max_attempts
-      AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))))
-    ORDER BY lease_until, id
-    LIMIT 1
     FOR UPDATE SKIP LOCKED
 )
 UPDATE jobs j

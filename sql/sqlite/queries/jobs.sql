@@ -102,10 +102,11 @@ WHERE id IN (
 RETURNING id, kind, attempts;
 
 -- name: claim_expired_jobs
--- Take over, in one batch, jobs whose worker lost its lease (crashed, was
--- killed, hung) for the first time: a killed worker's batch comes back at
--- once.  Each is marked 'lease_expired', so if it expires again (a job that
--- kills its worker) it is taken alone from then on (claim_expired_job).
+-- Take over jobs whose worker lost its lease (crashed, was killed, hung).
+-- With :first_time, only those whose lease expired for the first time, up to
+-- :batch at once: a killed worker's batch comes back together.  Each is
+-- marked 'lease_expired'; one that expires again (it may be the job that
+-- kills its worker) is then taken alone (:first_time false, :batch 1).
 UPDATE jobs
 SET attempts = attempts + 1, lease_token = :token,
     lease_until = strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :lease_seconds / 86400.0),
@@ -115,29 +116,10 @@ WHERE id IN (
     SELECT id FROM jobs
     WHERE state = 'running' AND lease_until < strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
       AND attempts < max_attempts
-      AND error_class IS NOT 'lease_expired'
+      AND (NOT :first_time OR error_class IS NOT 'lease_expired')
       AND kind IN (SELECT value FROM json_each(:kinds))
     ORDER BY lease_until, id
     LIMIT :batch
-)
-RETURNING id, queue, kind, saga_id, attempts, max_attempts, lease_until,
-          (SELECT p.payload FROM job_payloads p WHERE p.job_id = jobs.id) AS payload;
-
--- name: claim_expired_job
--- Take over one job whose lease expired again (it may be the one that kills
--- its worker): alone, so it cannot take a batch down with it.
-UPDATE jobs
-SET attempts = attempts + 1, lease_token = :token,
-    lease_until = strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :lease_seconds / 86400.0),
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), error_class = 'lease_expired',
-    last_error = 'lease expired: the worker that held it stopped without reporting'
-WHERE id IN (
-    SELECT id FROM jobs
-    WHERE state = 'running' AND lease_until < strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-      AND attempts < max_attempts
-      AND kind IN (SELECT value FROM json_each(:kinds))
-    ORDER BY lease_until, id
-    LIMIT 1
 )
 RETURNING id, queue, kind, saga_id, attempts, max_attempts, lease_until,
           (SELECT p.payload FROM job_payloads p WHERE p.job_id = jobs.id) AS payload;
