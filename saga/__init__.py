@@ -2,33 +2,50 @@
 A saga orchestration engine: persisted state machines in SQL.
 
 Define a saga with :class:`Machine`, :class:`State`, :class:`Transition`,
-:class:`Timeout` and :func:`guard`; run it with an :class:`Engine` on SQLite
-(embedded, no setup) or PostgreSQL (many workers, many machines).
+:class:`Timeout` and :func:`guard`; declare the :class:`Step` running each
+action it lists; put them in an :class:`Application` and run it with an
+:class:`Engine` on SQLite (embedded, no setup) or PostgreSQL (many workers,
+many machines).  ``saga worker --app MODULE:NAME`` runs it under workers.
+
+The purchase of a paid intensive is the engine's reference application; its
+types live in its own modules, not here.
 """
 
 from __future__ import annotations
 
 from saga import exceptions
-from saga._catalogue import Catalogue, Intensive
-from saga._db import Database
+from saga._app import Application, load_app
+from saga._backoff import Backoff
+from saga._db import Database, Tx
 from saga._engine import Engine, default_registry
+from saga._handlers import Apply, Handlers, JobKind, Step
+from saga._invariants import Invariant
 from saga._jobs import NewJob
-from saga._purchases import Purchase, Purchases
+from saga._queue import Job, Queue
 from saga._records import SagaRecord, TransitionRecord
-from saga._sagas import Fired, Registry, SagaHook, Sagas, Started
+from saga._sagas import Change, Fired, Registry, SagaHook, Sagas, Started, fire_in
+from saga._worker import Worker
 from saga.exceptions import SagaError
 from state_machine import Machine, State, Timeout, Transition, guard, to_mermaid
+from steps import OutcomeUnknown, PermanentError, StepError, TransientError
 
 __all__ = [
-    "Catalogue",
+    "Application",
+    "Apply",
+    "Backoff",
+    "Change",
     "Database",
     "Engine",
     "Fired",
-    "Intensive",
+    "Handlers",
+    "Invariant",
+    "Job",
+    "JobKind",
     "Machine",
     "NewJob",
-    "Purchase",
-    "Purchases",
+    "OutcomeUnknown",
+    "PermanentError",
+    "Queue",
     "Registry",
     "SagaError",
     "SagaHook",
@@ -36,11 +53,18 @@ __all__ = [
     "Sagas",
     "Started",
     "State",
+    "Step",
+    "StepError",
     "Timeout",
+    "TransientError",
     "Transition",
     "TransitionRecord",
+    "Tx",
+    "Worker",
     "default_registry",
     "exceptions",
+    "fire_in",
     "guard",
+    "load_app",
     "to_mermaid",
 ]

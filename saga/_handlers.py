@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 
 from saga._backoff import Backoff
@@ -13,7 +12,6 @@ from steps.errors import ErrorClass, StepError
 
 if TYPE_CHECKING:
     from saga._db import Tx
-    from saga._engine import Engine
     from saga._queue import Job
 
 T = TypeVar("T")
@@ -103,6 +101,39 @@ class JobKind:
         return job.attempt >= min(job.max_attempts, self.max_attempts)
 
 
+@dataclass(frozen=True, slots=True)
+class Step:
+    """
+    How one action of a saga runs: its handler and its contract.
+
+    Registered with a machine (``Registry.register(machine, steps={"action":
+    Step(handler)})``), it becomes the job kind ``<saga>.<action>`` on the
+    queue ``<saga>``, queued in the transaction that enters a state listing
+    the action.  The options are :class:`JobKind`'s.
+    """
+
+    handler: Handler
+    _: KW_ONLY
+    max_attempts: int = 3
+    backoff: Backoff = field(default_factory=Backoff)
+    classify: Callable[[BaseException], ErrorClass] = classify_error
+    on_unknown: UnknownHandler | None = None
+    timeout_seconds: float = DEFAULT_TIMEOUT_SECONDS
+
+    def kind(self, saga: str, action: str) -> JobKind:
+        """The job kind running this step for ``saga``'s ``action``."""
+        return JobKind(
+            f"{saga}.{action}",
+            self.handler,
+            queue=saga,
+            max_attempts=self.max_attempts,
+            backoff=self.backoff,
+            classify=self.classify,
+            on_unknown=self.on_unknown,
+            timeout_seconds=self.timeout_seconds,
+        )
+
+
 class Handlers:
     """The job kinds a worker can run, by name."""
 
@@ -139,29 +170,6 @@ class Handlers:
     def merged(self, other: Handlers) -> Handlers:
         """A new registry with the kinds of both (names must not collide)."""
         return Handlers([*self, *other])
-
-
-HandlersFactory = Callable[["Engine"], Handlers]
-
-
-def load_factory(spec: str) -> HandlersFactory:
-    """
-    Import the handlers factory ``MODULE:NAME``.
-
-    It is a function taking the :class:`~saga.Engine` and returning
-    :class:`Handlers`: how ``saga worker --app`` finds your job kinds.
-    """
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise InvalidInput(field="app", problem=f"expected MODULE:NAME, got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InvalidInput(field="app", problem=f"cannot import {module_name!r}: {exc}") from exc
-    factory = getattr(module, attribute, None)
-    if not callable(factory):
-        raise InvalidInput(field="app", problem=f"{spec!r} is not a callable returning Handlers")
-    return factory  # type: ignore[no-any-return]
 
 
 def error_text(exc: BaseException) -> str:

@@ -68,4 +68,5 @@ class SandboxWebhooks:
 
     def next_due_in(self) -> float | None:
         """Seconds until the next webhook is due."""
-        return self.engine.sandbox.next_webhook_in()
+        wait: float | None = self.engine.sandbox.next_webhook_in()
+        return wait

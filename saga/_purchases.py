@@ -16,7 +16,7 @@ from saga import _validation
 from saga._catalogue import get_intensive_in
 from saga._codec import as_utc, iso, load_json, maybe_utc
 from saga._money import format_minor
-from saga._sagas import Change, Fired, Registry, Sagas, history_in
+from saga._sagas import Change, Fired, Sagas, history_in
 from saga.exceptions import (
     DatabaseError,
     DuplicatePurchase,
@@ -34,8 +34,6 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import RowMapping
 
     from saga._db import Database, Tx
-    from saga._engine import Engine
-    from saga._handlers import JobKind
     from saga._records import SagaRecord, TransitionRecord
 
 KIND: Final = PURCHASE.name
@@ -103,41 +101,6 @@ class SeatHook:
 def _seat_of(state: str) -> str:
     seat = PURCHASE.state(state).meta.get("seat")
     return SEAT_FREE if seat is None else str(seat)
-
-
-def register(registry: Registry) -> None:
-    """Register the purchase saga: seats, reconciliation items, steps, hold expiry."""
-    from saga._purchase_recon import Checker  # noqa: PLC0415 - both import this module
-    from saga._purchase_steps import (  # noqa: PLC0415
-        ExpiryAnswerHook,
-        LatePaymentHook,
-        PurchaseSteps,
-        hold_expiry_payload,
-    )
-    from saga._recon import ReconHook, ReconPolicy  # noqa: PLC0415
-
-    policy = ReconPolicy()
-
-    def step_kinds(engine: Engine) -> list[JobKind]:
-        provider = engine.provider_getter
-        return [
-            *PurchaseSteps(engine.db, engine.registry, provider).kinds(),
-            Checker(engine.db, engine.registry, provider, policy).kind(),
-        ]
-
-    registry.register(
-        PURCHASE,
-        hooks=[
-            SeatHook(),
-            ExpiryAnswerHook(),
-            ReconHook(policy),
-            LatePaymentHook(2 * policy.first_check_seconds),
-        ],
-        timeout_payload=lambda engine, saga, event: hold_expiry_payload(
-            engine.db, engine.provider, saga, event
-        ),
-        steps=step_kinds,
-    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

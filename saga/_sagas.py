@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
     from saga._db import Database, Tx
     from saga._engine import Engine
-    from saga._handlers import JobKind
+    from saga._handlers import JobKind, Step
     from state_machine import Machine, State, Transition
 
 
@@ -73,11 +73,15 @@ class SagaType:
     hooks: tuple[SagaHook, ...] = ()
     max_attempts: int = 3
     timeout_payload: TimeoutPayload = _no_payload
-    steps: StepKinds | None = None
+    steps: Mapping[str, Step] | StepKinds | None = None
 
     def step_kinds(self, engine: Engine) -> Sequence[JobKind]:
         """The job kinds running this saga's actions (none if it declares no steps)."""
-        return () if self.steps is None else self.steps(engine)
+        if self.steps is None:
+            return ()
+        if isinstance(self.steps, Mapping):
+            return [step.kind(self.machine.name, action) for action, step in self.steps.items()]
+        return self.steps(engine)
 
     @property
     def queue(self) -> str:
@@ -98,9 +102,16 @@ class Registry:
         hooks: Sequence[SagaHook] = (),
         max_attempts: int = 3,
         timeout_payload: TimeoutPayload = _no_payload,
-        steps: StepKinds | None = None,
+        steps: Mapping[str, Step] | StepKinds | None = None,
     ) -> SagaType:
-        """Register ``machine``; registering the same name and version twice is an error."""
+        """
+        Register ``machine`` with the steps running its actions.
+
+        ``steps`` maps each action its states list to a :class:`Step`, or is
+        a function of the engine returning the job kinds (one per action).
+        Registering the same name and version twice is an error; an action
+        without a step is found when an engine checks its application.
+        """
         key = (machine.name, machine.version)
         if key in self._types:
             msg = f"saga {machine.name!r} version {machine.version} is already registered"

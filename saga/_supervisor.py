@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
-from saga._handlers import Handlers, HandlersFactory, load_factory
+from saga._app import load_app
+from saga._handlers import Handlers
 from saga._worker import Worker, WorkerReport
 from saga.exceptions import SagaError
 
@@ -70,20 +71,11 @@ class WorkerOptions:
 
 
 def builtin_handlers(engine: Engine) -> Handlers:
-    """The engine's own job kinds: timers, and the steps of the registered sagas."""
+    """Every job kind a worker of ``engine`` runs: timers, deadlines, the application's."""
     from saga._recon import deadline_kind  # noqa: PLC0415 - avoids an import cycle with _engine
     from saga._timers import timer_kind  # noqa: PLC0415
 
     return Handlers([timer_kind(engine), deadline_kind(), *engine.step_kinds()])
-
-
-def build_handlers(engine: Engine, app: str | None) -> Handlers:
-    """Built-in job kinds, plus those of ``app`` (``MODULE:NAME``) if given."""
-    handlers = builtin_handlers(engine)
-    if app is not None:
-        factory: HandlersFactory = load_factory(app)
-        handlers = handlers.merged(factory(engine))
-    return handlers
 
 
 def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]]) -> None:
@@ -93,10 +85,11 @@ def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]])
 
     configure_logging(options.log_level)
     try:
-        with Engine(options.url, sandbox_url=options.sandbox_url) as engine:
+        app = load_app(options.app)
+        with Engine(options.url, app=app, sandbox_url=options.sandbox_url) as engine:
             worker = Worker(
                 engine.db,
-                build_handlers(engine, options.app),
+                builtin_handlers(engine),
                 pollers=engine.pollers(),
                 batch=options.batch,
                 lease_seconds=options.lease_seconds,

@@ -7,8 +7,9 @@ how many things it checked and which of them break the rule.  ``ok`` only if
 nothing does.  Run it at quiescence: it reads the engine and the provider
 one after the other, not in one snapshot.
 
-The engine's own invariants live here; the purchase's (seats, money,
-access) in :mod:`saga._verify_purchase`.
+The engine's own invariants live here, for sagas of any kind; each
+application adds its own (the purchase's seats, money and access are in
+:mod:`saga._verify_purchase`).
 """
 
 from __future__ import annotations
@@ -18,8 +19,6 @@ from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Final
 
 from saga._invariants import Invariant, Report
-from saga._verify_purchase import PURCHASE_CHECKS, ProviderView, provider_view
-from state_machine.purchase import PURCHASE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -29,22 +28,22 @@ if TYPE_CHECKING:
     from saga._db import Tx
     from saga._engine import Engine
     from saga._sagas import Registry
+    from state_machine import Machine
 
 # Liveness: a saga that waits longer than twice its longest timeout is stuck
 # (with a floor, so a busy worker's polling and backoff are not "stuck").
 LIVENESS_FLOOR_S: Final = 60.0
-_FINAL_OR_OWNED: Final = frozenset(
-    {s.name for s in PURCHASE.states if s.terminal} | {"needs_reconciliation"}
-)
 
 
 def verify(engine: Engine) -> Report:
-    """Check every invariant on ``engine``'s database and its payment provider."""
+    """Check the application's invariants and the engine's on ``engine``'s database."""
     facts = engine.db.transaction(_engine_facts, write=False)
     facts["registry"] = engine.registry
-    view = provider_view(engine, facts)
-    checks: list[Callable[[dict[str, Any], ProviderView], Invariant]] = [
-        *PURCHASE_CHECKS,
+    facts["expected_jobs"] = _expected_jobs(engine.registry, facts["transitions"], facts["sagas"])
+    facts["known_jobs"] = engine.db.transaction(
+        lambda tx: _known_jobs(tx, sorted(facts["expected_jobs"])), write=False
+    )
+    checks: list[Callable[[dict[str, Any]], Invariant]] = [
         _no_lost_intent,
         _reconciliation,
         _fencing,
@@ -53,30 +52,16 @@ def verify(engine: Engine) -> Report:
         _one_effect_per_event,
         _liveness,
     ]
-    return Report([check(facts, view) for check in checks])
+    return Report([*engine.app.invariants(engine), *(check(facts) for check in checks)])
 
 
 def _engine_facts(tx: Tx) -> dict[str, Any]:
-    transitions = tx.all("verify_transitions")
-    sagas = tx.all("verify_saga_versions")
-    expected = _expected_jobs(transitions, sagas)
-    known: set[str] = set()
-    ids = sorted(expected)
-    for start in range(0, len(ids), 500):
-        chunk = json.dumps(ids[start : start + 500])
-        known.update(row["id"] for row in tx.all("verify_known_jobs", ids=chunk))
     return {
-        "ledger": tx.all("seat_ledger"),
-        "purchases": tx.all("verify_purchases"),
+        "without_operation": [row["id"] for row in tx.all("verify_sagas_without_operation")],
+        "transitions": tx.all("verify_transitions"),
+        "sagas": tx.all("verify_saga_versions"),
         "payments": tx.all("verify_payments"),
         "refunds": tx.all("verify_refunds"),
-        "external": tx.all("verify_external"),
-        "access": tx.all("verify_access"),
-        "without_operation": [row["id"] for row in tx.all("verify_sagas_without_operation")],
-        "transitions": transitions,
-        "sagas": sagas,
-        "expected_jobs": expected,
-        "known_jobs": known,
         "open_items": tx.all("verify_open_items"),
         "orphan_results": [row["job_id"] for row in tx.all("verify_orphan_results")],
         "dead_letters": tx.all("verify_dead_letters"),
@@ -84,16 +69,31 @@ def _engine_facts(tx: Tx) -> dict[str, Any]:
     }
 
 
+def _known_jobs(tx: Tx, ids: list[str]) -> set[str]:
+    known: set[str] = set()
+    for start in range(0, len(ids), 500):
+        chunk = json.dumps(ids[start : start + 500])
+        known.update(row["id"] for row in tx.all("verify_known_jobs", ids=chunk))
+    return known
+
+
+def _machine(registry: Registry, kind: str, version: int) -> Machine | None:
+    try:
+        return registry.get(kind, version).machine
+    except LookupError:
+        return None
+
+
 def _expected_jobs(
-    transitions: Iterable[RowMapping], sagas: Iterable[RowMapping]
+    registry: Registry, transitions: Iterable[RowMapping], sagas: Iterable[RowMapping]
 ) -> dict[str, str]:
     """Every job a saga's history queued: the actions of each state it entered, its timer."""
     expected: dict[str, str] = {}
     for row in transitions:
-        state = PURCHASE.state(row["to_state"]) if PURCHASE.has_state(row["to_state"]) else None
-        if row["kind"] != PURCHASE.name:
-            state = None
-        for action in state.actions if state else ():
+        machine = _machine(registry, row["kind"], int(row["definition_version"]))
+        if machine is None or not machine.has_state(row["to_state"]):
+            continue
+        for action in machine.state(row["to_state"]).actions:
             job = f"step:{row['saga_id']}:{row['version']}:{action}"
             expected[job] = f"{row['saga_id']} entered {row['to_state']} (v{row['version']})"
     for saga in sagas:
@@ -103,7 +103,7 @@ def _expected_jobs(
     return expected
 
 
-def _no_lost_intent(facts: dict[str, Any], view: ProviderView) -> Invariant:
+def _no_lost_intent(facts: dict[str, Any]) -> Invariant:
     rule = Invariant(
         "no_lost_intent",
         "every saga has its accepting operation, and every step and timer it queued",
@@ -115,7 +115,7 @@ def _no_lost_intent(facts: dict[str, Any], view: ProviderView) -> Invariant:
     return rule
 
 
-def _reconciliation(facts: dict[str, Any], view: ProviderView) -> Invariant:
+def _reconciliation(facts: dict[str, Any]) -> Invariant:
     rule = Invariant(
         "reconciliation_visible",
         "every saga in needs_reconciliation has exactly one open outcome item, no other saga "
@@ -141,7 +141,7 @@ def _reconciliation(facts: dict[str, Any], view: ProviderView) -> Invariant:
     return rule
 
 
-def _fencing(facts: dict[str, Any], view: ProviderView) -> Invariant:
+def _fencing(facts: dict[str, Any]) -> Invariant:
     rule = Invariant(
         "fencing",
         "no write to sagas, payments, refunds or results under an expired or superseded lease",
@@ -166,7 +166,7 @@ def _fencing(facts: dict[str, Any], view: ProviderView) -> Invariant:
     return rule
 
 
-def _audit(facts: dict[str, Any], view: ProviderView) -> Invariant:
+def _audit(facts: dict[str, Any]) -> Invariant:
     rule = Invariant("audit", "one append-only row per transition, versions 1..n, chained states")
     trail: dict[str, list[RowMapping]] = defaultdict(list)
     for row in facts["transitions"]:
@@ -190,7 +190,7 @@ def _audit(facts: dict[str, Any], view: ProviderView) -> Invariant:
     return rule
 
 
-def _declared(facts: dict[str, Any], view: ProviderView) -> Invariant:
+def _declared(facts: dict[str, Any]) -> Invariant:
     rule = Invariant(
         "transitions_declared",
         "every persisted transition is one its machine declares (source, event, target)",
@@ -220,7 +220,7 @@ def _declared(facts: dict[str, Any], view: ProviderView) -> Invariant:
     return rule
 
 
-def _one_effect_per_event(facts: dict[str, Any], view: ProviderView) -> Invariant:
+def _one_effect_per_event(facts: dict[str, Any]) -> Invariant:
     rule = Invariant(
         "one_effect_per_event", "a provider event (by event id) moves a saga at most once"
     )
@@ -230,21 +230,24 @@ def _one_effect_per_event(facts: dict[str, Any], view: ProviderView) -> Invarian
     return rule
 
 
-def _liveness(facts: dict[str, Any], view: ProviderView) -> Invariant:
+def _liveness(facts: dict[str, Any]) -> Invariant:
     rule = Invariant(
         "liveness",
-        "every purchase is final or owned by reconciliation within twice its longest timeout; "
+        "every saga is final, owned by reconciliation, or within its deadline (plus a minute); "
         "no dead letter; no overdue check or unseen escalation",
     )
-    for row in facts["purchases"]:
-        if row["state"] in _FINAL_OR_OWNED:
+    registry: Registry = facts["registry"]
+    owned = {item["saga_id"] for item in facts["open_items"] if item["kind"] == "outcome"}
+    for saga in facts["sagas"]:
+        machine = _machine(registry, saga["kind"], int(saga["definition_version"]))
+        if machine is None or machine.state(saga["state"]).terminal or saga["id"] in owned:
             rule.checked += 1
             continue
-        limit = max(LIVENESS_FLOOR_S, 2 * float(row["hold_seconds"] or 0))
+        late = saga["past_deadline_s"]
         rule.check(
-            float(row["in_state_s"]) <= limit,
-            f"purchase {row['id']} in {row['state']} for {float(row['in_state_s']):.0f} s "
-            f"(limit {limit:.0f} s)",
+            late is None or float(late) <= LIVENESS_FLOOR_S,
+            f"saga {saga['id']} in {saga['state']} is {float(late or 0):.0f} s past its "
+            f"{saga['deadline_event']} deadline",
         )
     for job in facts["dead_letters"]:
         rule.check(

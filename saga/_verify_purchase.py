@@ -23,6 +23,7 @@ from state_machine.purchase import PURCHASE
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from saga._db import Tx
     from saga._engine import Engine
     from steps import ProviderPayment, ProviderRefund
 
@@ -37,6 +38,24 @@ class ProviderView:
     payments: dict[str, ProviderPayment | None] = field(default_factory=dict)
     refunds: dict[str, ProviderRefund | None] = field(default_factory=dict)
     ledger: dict[str, list[dict[str, Any]]] | None = None
+
+
+def purchase_invariants(engine: Engine) -> list[Invariant]:
+    """The purchase application's invariants, checked on ``engine``'s data and provider."""
+    facts = engine.db.transaction(_facts, write=False)
+    view = provider_view(engine, facts)
+    return [check(facts, view) for check in PURCHASE_CHECKS]
+
+
+def _facts(tx: Tx) -> dict[str, Any]:
+    return {
+        "ledger": tx.all("seat_ledger"),
+        "purchases": tx.all("verify_purchases"),
+        "payments": tx.all("verify_payments"),
+        "refunds": tx.all("verify_refunds"),
+        "external": tx.all("verify_external"),
+        "access": tx.all("verify_access"),
+    }
 
 
 def provider_view(engine: Engine, facts: dict[str, Any]) -> ProviderView:

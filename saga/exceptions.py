@@ -8,9 +8,15 @@ CLI maps the branches to exit codes: :class:`InvalidInput` → 2,
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from state_machine.errors import ConflictError, DefinitionError, SagaError, TransitionNotAllowed
 
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
 __all__ = [
+    "ApplicationError",
     "ConflictError",
     "DatabaseBusy",
     "DatabaseError",
@@ -30,6 +36,18 @@ __all__ = [
     "TransitionNotAllowed",
     "VersionConflict",
 ]
+
+
+class ApplicationError(DefinitionError):
+    """An application cannot run as declared; ``problems`` lists every finding."""
+
+    def __init__(self, *, application: str, problems: Sequence[str]) -> None:
+        self.application = application
+        self.machine = application
+        self.problems = tuple(problems)
+        listing = "\n".join(f"  - {problem}" for problem in self.problems)
+        SagaError.__init__(self, f"invalid application {application!r}:\n{listing}")
+        self._kwargs = {"application": application, "problems": self.problems}
 
 
 class InvalidInput(SagaError, ValueError):

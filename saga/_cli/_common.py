@@ -13,6 +13,7 @@ from typing import Any, Final, TextIO
 
 import structlog
 
+from saga._app import load_app
 from saga._engine import Engine, default_url
 from saga.exceptions import ConflictError, InvalidInput, NotFound, SagaError
 
@@ -23,7 +24,7 @@ EXIT_CONFLICT: Final = 3
 EXIT_NOT_FOUND: Final = 4
 
 Handler = Callable[[argparse.Namespace, "Output"], int]
-_GLOBAL_FLAGS: Final = {"db": "--db", "sandbox_db": "--sandbox-db"}
+_GLOBAL_FLAGS: Final = {"db": "--db", "sandbox_db": "--sandbox-db", "app": "--app"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +55,13 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
         default=default,
         help="the sandbox payment provider's database (default: $SAGA_SANDBOX_DATABASE_URL, "
         "else derived from --db)",
+    )
+    parser.add_argument(
+        "--app",
+        metavar="MODULE:NAME",
+        default=default,
+        help="the application: its saga kinds, steps, jobs and invariants "
+        "(default $SAGA_APP, else the purchase of a paid intensive)",
     )
     parser.add_argument(
         "--json",
@@ -138,6 +146,7 @@ def open_engine(
     """
     return Engine(
         default_url() if args.db is None else args.db,
+        app=load_app(getattr(args, "app", None)),
         sandbox_url=getattr(args, "sandbox_db", None),
         check_schema=check_schema,
         create=create,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from saga._app import load_app
 from saga._cli._common import EXIT_OK, Command, Output, add_common_options, open_engine
-from saga._engine import default_registry
 from saga.exceptions import InvalidInput, NotFound
 from state_machine import Machine, to_mermaid
 
@@ -24,7 +24,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     diagram = subparsers.add_parser("diagram", help="print a saga's state machine as Mermaid")
     which = diagram.add_mutually_exclusive_group()
     which.add_argument(
-        "--kind", default="purchase", metavar="KIND", help="built-in saga kind (default purchase)"
+        "--kind",
+        default=None,
+        metavar="KIND",
+        help="a saga kind of the application (default: its first; the purchase)",
     )
     which.add_argument(
         "--machine",
@@ -55,7 +58,7 @@ def _upgrade(args: argparse.Namespace, out: Output) -> int:
 
 
 def _diagram(args: argparse.Namespace, out: Output) -> int:
-    machine = _load_machine(args.machine) if args.machine else _builtin(args.kind)
+    machine = _load_machine(args.machine) if args.machine else _builtin(args.kind, args.app)
     if not out.as_json:
         out.out.write(to_mermaid(machine))
         return EXIT_OK
@@ -91,11 +94,15 @@ def _diagram(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def _builtin(kind: str) -> Machine:
+def _builtin(kind: str | None, app: str | None) -> Machine:
+    registry = load_app(app).registry
+    if kind is None:
+        return next(iter(registry)).machine
     try:
-        return default_registry().get(kind).machine
+        return registry.get(kind).machine
     except NotFound as exc:
-        raise InvalidInput(field="kind", problem=f"no built-in saga kind {kind!r}") from exc
+        known = ", ".join(registry.kinds)
+        raise InvalidInput(field="kind", problem=f"no saga kind {kind!r}; known: {known}") from exc
 
 
 def _load_machine(spec: str) -> Machine:

@@ -21,14 +21,13 @@ from saga._cli._common import (
 )
 from saga._dlq import DeadLetters, Filter, dead_letter_json
 from saga._engine import default_url
-from saga._handlers import load_factory
 from saga._queue import Queue
 from saga._supervisor import (
     MAX_CONCURRENCY,
     Supervisor,
     WorkerOptions,
     WorkersCrashing,
-    build_handlers,
+    builtin_handlers,
 )
 from saga.exceptions import InvalidInput
 
@@ -100,11 +99,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         dest="queues",
         help="only this queue (repeatable; default: all)",
     )
-    worker.add_argument(
-        "--app",
-        metavar="MODULE:NAME",
-        help="your job kinds: a function taking the Engine, returning Handlers",
-    )
     add_common_options(worker, top_level=False)
 
     stats = subparsers.add_parser("stats", help="queue, reconciliation and saga figures")
@@ -174,11 +168,10 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
     if args.batch < 1:
         raise InvalidInput(field="batch", problem="must be at least 1")
     url = default_url() if args.db is None else args.db
-    if args.app is not None:
-        load_factory(args.app)  # a bad --app is exit 2 here, not a crash in every worker
+    # A bad --app, or an application with problems, fails here: not in every worker.
     with open_engine(args, create=False) as engine:
         engine.db.transaction(lambda tx: tx.scalar("db_now"), write=False)  # reachable, current
-        queues = sorted({kind.queue for kind in build_handlers(engine, args.app)})
+        queues = sorted({kind.queue for kind in builtin_handlers(engine)})
     for queue in args.queues or ():
         if queue not in queues:
             raise InvalidInput(

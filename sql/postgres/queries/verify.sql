@@ -23,8 +23,10 @@ FROM saga_transitions t JOIN sagas s ON s.id = t.saga_id
 ORDER BY t.saga_id, t.version;
 
 -- name: verify_saga_versions
--- Each saga's state and version.
-SELECT id, kind, state, version, deadline_event FROM sagas ORDER BY id;
+-- Each saga's state and version, and how far past its deadline it is (NULL: none).
+SELECT id, kind, definition_version, state, version, deadline_event,
+       EXTRACT(EPOCH FROM clock_timestamp() - deadline_at) AS past_deadline_s
+FROM sagas ORDER BY id;
 
 -- name: verify_known_jobs
 -- Which of these job ids exist, live or finished.

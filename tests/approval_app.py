@@ -1,0 +1,43 @@
+"""A user's application, as the README writes it: `saga ... --app tests.approval_app:app`."""
+
+from __future__ import annotations
+
+from saga import Application, Machine, Registry, State, Step, Timeout, Transition, guard
+
+
+@guard
+def signed(data, payload):
+    """The reviewer signed the approval."""
+    return bool(payload.get("signature"))
+
+
+approval = Machine(
+    "approval",
+    states=[
+        State(
+            "submitted",
+            initial=True,
+            timeout=Timeout("review_overdue", seconds=3600),
+            actions=("notify_reviewer",),
+        ),
+        State("escalated", timeout=Timeout("review_overdue", seconds=86400)),
+        State("approved", terminal=True),
+        State("rejected", terminal=True),
+    ],
+    transitions=[
+        Transition("approve", source=("submitted", "escalated"), target="approved", guard=signed),
+        Transition("reject", source=("submitted", "escalated"), target="rejected"),
+        Transition("review_overdue", source="submitted", target="escalated"),
+        Transition("review_overdue", source="escalated", target="rejected"),
+    ],
+)
+
+
+def notify_reviewer(job):
+    """Tell the reviewer; the result is kept with the job."""
+    return {"notified": "reviewer of " + job.payload["saga_id"]}
+
+
+registry = Registry()
+registry.register(approval, steps={"notify_reviewer": Step(notify_reviewer, max_attempts=5)})
+app = Application(name="approvals", registry=registry)
