@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Final
 from saga import _migrate
 from saga._app import Application, default_app
 from saga._db import DEFAULT_URL, Database
+from saga._instances import Instances
 from saga._recon_desk import Reconciliation
 from saga._sagas import Registry, Sagas
 
@@ -82,6 +83,7 @@ class Engine:
         self.registry = app.registry
         self.options: dict[str, Any] = {"sandbox_url": sandbox_url, "provider": provider}
         self.sagas = Sagas(self.db, self.registry)
+        self.instances = Instances(self.db, self.registry, self.sagas)
         self._services = dict(app.services(self))
         self.recon = Reconciliation(self.db, self.registry, self._services.get("judge"))
         app.check(self)

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from saga._cli import _catalogue, _demo, _misc, _ops, _purchase, _queue
+from saga._cli import _catalogue, _demo, _instances, _misc, _ops, _purchase, _queue
 from saga._cli._common import (
     EXIT_ERROR,
     Command,
@@ -35,7 +35,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     add_common_options(parser, top_level=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     commands: dict[str, Command] = {}
-    for module in (_misc, _catalogue, _purchase, _queue, _ops, _demo):
+    for module in (_misc, _catalogue, _purchase, _instances, _queue, _ops, _demo):
         commands.update(module.register(subparsers))
     return parser, commands
 

@@ -76,3 +76,84 @@ def test_a_bad_app_is_bad_input(sqlite_url, capsys):
     """--app naming nothing loadable exits 2 naming --app."""
     code, _ = cli_json(capsys, "stats", "--app", "tests.nowhere:app", "--db", sqlite_url)
     assert 2 == code
+
+
+class TestInstances:
+    def test_list_show_and_stuck(self, approvals, db_url, capsys):
+        """list by kind and state; show has history, jobs, timers; --stuck finds the waiting."""
+        saga = approvals.sagas.start("approval", operation_id="doc-1", request={}).saga
+        code, listed = cli_json(
+            capsys, "instances", "list", "--kind", "approval", "--app", APP, "--db", db_url
+        )
+        assert (0, [saga.id], [False]) == (
+            code,
+            [s["id"] for s in listed],
+            [s["terminal"] for s in listed],
+        )
+        code, shown = cli_json(capsys, "instances", "show", saga.id, "--app", APP, "--db", db_url)
+        assert 0 == code
+        assert ["start"] == [h["event"] for h in shown["history"]]
+        assert [f"step:{saga.id}:1:notify_reviewer"] == [j["id"] for j in shown["jobs"]]
+        assert [f"timer:{saga.id}:1"] == [t["id"] for t in shown["timers"]]
+        assert ([], []) == (shown["dead_letters"], shown["reconciliation"])
+        stuck = ("instances", "list", "--stuck", "--app", APP, "--db", db_url)
+        assert [] == cli_json(capsys, *stuck)[1]  # its step and timer are pending
+        approvals.db.transaction(
+            lambda tx: tx.conn.exec_driver_sql("DELETE FROM jobs")  # work lost, by hand
+        )
+        assert [saga.id] == [s["id"] for s in cli_json(capsys, *stuck)[1]]
+
+    def test_an_operators_event_is_audited_and_refusals_exit_3(self, approvals, db_url, capsys):
+        """fire takes a declared event with who and why; an undeclared one exits 3."""
+        saga = approvals.sagas.start("approval", operation_id="doc-1", request={}).saga
+        base = ("--app", APP, "--db", db_url, "--actor", "ann", "--reason", "signed on paper")
+        code, _ = cli_json(capsys, "instances", "fire", saga.id, "approve", *base)
+        assert 3 == code  # the guard wants a signature
+        code, moved = cli_json(
+            capsys,
+            "instances",
+            "fire",
+            saga.id,
+            "approve",
+            "--payload",
+            '{"signature": "ann"}',
+            *base,
+        )
+        assert (0, "approved") == (code, moved["state"])
+        last = moved["history"][-1]
+        assert ("operator:ann", "signed on paper") == (last["actor"], last["cause"])
+        code, _ = cli_json(capsys, "instances", "cancel", saga.id, *base)
+        assert 3 == code  # final, and approvals declare no cancel
+
+    def test_cancel_takes_the_kinds_cancel_transition(self, engine, db_url, capsys):
+        """A purchase cancelled through instances: its declared cancel transition."""
+        engine.catalogue.add("js", seats=1, price="10.00", currency="EUR")
+        purchase = engine.purchases.start(
+            operation_id="op-1", intensive_id="js", student_id="s1", hold_seconds=600
+        ).purchase
+        code, moved = cli_json(
+            capsys,
+            "instances",
+            "cancel",
+            purchase.id,
+            "--actor",
+            "ann",
+            "--reason",
+            "asked by phone",
+            "--db",
+            db_url,
+        )
+        assert (0, "cancelled") == (code, moved["state"])
+        assert 1 == engine.catalogue.get("js").free
+
+    def test_bad_payload_and_unknown_ids(self, approvals, db_url, capsys):
+        """A payload that is not a JSON object exits 2; an unknown saga exits 4."""
+        saga = approvals.sagas.start("approval", operation_id="doc-1", request={}).saga
+        base = ("--app", APP, "--db", db_url, "--actor", "ann", "--reason", "r")
+        assert (
+            2
+            == cli_json(capsys, "instances", "fire", saga.id, "approve", "--payload", "[1]", *base)[
+                0
+            ]
+        )
+        assert 4 == cli_json(capsys, "instances", "show", "nope", "--app", APP, "--db", db_url)[0]

@@ -83,3 +83,41 @@ FROM saga_operations WHERE operation_id = :operation_id;
 -- name: operation_of_saga
 -- The operation id that created a saga.
 SELECT operation_id FROM saga_operations WHERE saga_id = :saga_id;
+
+-- name: list_sagas
+-- Sagas of any kind, newest first, optionally of one kind and one state.
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM sagas
+WHERE (:kind IS NULL OR kind = :kind) AND (:state IS NULL OR state = :state)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: sagas_without_work
+-- Sagas with no job pending or running and no open outcome item (the caller
+-- keeps those whose state is not terminal: they wait for nothing).
+SELECT s.id, s.kind, s.definition_version, s.state, s.version, s.data, s.deadline_at,
+       s.deadline_event, s.created_at, s.entered_at, s.updated_at
+FROM sagas s
+WHERE (:kind IS NULL OR s.kind = :kind)
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.saga_id = s.id AND j.state IN ('pending', 'running'))
+  AND NOT EXISTS (SELECT 1 FROM recon_items r
+                  WHERE r.saga_id = s.id AND r.status = 'open' AND r.kind = 'outcome')
+ORDER BY s.created_at DESC, s.id DESC
+LIMIT :limit;
+
+-- name: live_jobs_of_saga
+-- A saga's jobs that are not finished: pending (steps, timers), running, dead letters.
+SELECT j.id, j.queue, j.kind, j.saga_id, j.state, j.attempts, j.max_attempts, j.available_at,
+       j.lease_until, j.last_error, j.error_class, j.created_at, j.finished_at,
+       NULL AS payload
+FROM jobs j WHERE j.saga_id = :saga_id
+ORDER BY j.created_at, j.id;
+
+-- name: open_items_of_saga
+-- A saga's open reconciliation items.
+SELECT id, saga_id, status, subject, reason, evidence, owner, next_check_at, attempts,
+       max_attempts, deadline, escalated_at, version, opened_at, resolved_at, resolution,
+       resolved_by, resolution_reason, kind, overdue_at
+FROM recon_items WHERE saga_id = :saga_id AND status = 'open'
+ORDER BY opened_at;
