@@ -131,7 +131,7 @@ def purchase_app() -> Application:
         return hold_expiry_payload(engine.db, _payments(engine).provider, saga, event)
 
     def pollers(engine: Engine) -> list[Poller]:
-        from saga._pollers import SandboxWebhooks  # noqa: PLC0415 - only workers poll
+        from saga._webhooks import SandboxWebhooks  # noqa: PLC0415 - only workers poll
 
         return [] if _payments(engine).custom else [SandboxWebhooks(engine)]
 
