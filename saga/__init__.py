@@ -14,17 +14,17 @@ types live in its own modules, not here.
 from __future__ import annotations
 
 from saga import exceptions
-from saga._app import Application, load_app
-from saga._backoff import Backoff
-from saga._db import Database, Tx
-from saga._engine import Engine, default_registry
-from saga._handlers import Apply, Handlers, JobKind, Step
-from saga._invariants import Invariant
-from saga._jobs import NewJob
-from saga._queue import Job, Queue
-from saga._records import SagaRecord, TransitionRecord
-from saga._sagas import Change, Fired, Registry, SagaHook, Sagas, Started, fire_in
-from saga._worker import Worker
+from saga.core.app import Application, load_app
+from saga.core.backoff import Backoff
+from saga.core.db import Database, Tx
+from saga.core.engine import Engine, default_registry
+from saga.core.handlers import Apply, Handlers, JobKind, Step
+from saga.core.invariants import Invariant
+from saga.core.jobs import NewJob
+from saga.core.queue import Job, Queue
+from saga.core.records import SagaRecord, TransitionRecord
+from saga.core.sagas import Change, Fired, Registry, SagaHook, Sagas, Started, fire_in
+from saga.core.worker import Worker
 from saga.exceptions import SagaError
 from state_machine import Machine, State, Timeout, Transition, guard, to_mermaid
 from steps import OutcomeUnknown, PermanentError, StepError, TransientError

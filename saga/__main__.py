@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from saga._cli import entry_point
+from saga.cli import entry_point
 
 entry_point()

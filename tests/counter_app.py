@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from saga import Machine, Registry, State, Transition
+from saga import Application, Machine, Registry, State, Transition
 
 COUNTER = Machine(
     "counter",
@@ -19,3 +19,8 @@ def registry() -> Registry:
     kinds = Registry()
     kinds.register(COUNTER)
     return kinds
+
+
+def app() -> Application:
+    """The counter saga as an application of its own."""
+    return Application(name="counters", registry=registry())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from saga._handlers import Handlers, JobKind
+from saga.core.handlers import Handlers, JobKind
 
 
 def handlers(engine):

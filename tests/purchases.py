@@ -6,9 +6,9 @@ import json
 import time
 
 from saga import Engine
-from saga._cli import main
-from saga._queue import Queue
-from saga._supervisor import builtin_handlers
+from saga.cli import main
+from saga.core.queue import Queue
+from saga.core.supervisor import builtin_handlers
 
 
 def cli(*argv: str) -> int:

@@ -7,7 +7,7 @@ import signal
 import time
 from pathlib import Path
 
-from saga._handlers import Handlers, JobKind
+from saga.core.handlers import Handlers, JobKind
 
 
 def handlers(engine):

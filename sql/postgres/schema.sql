@@ -279,7 +279,6 @@ CREATE TABLE recon_items (
         CONSTRAINT recon_items_kind_known CHECK (kind IN ('outcome', 'review')),
     overdue_at         timestamptz,
     CONSTRAINT recon_items_status_known CHECK (status IN ('open', 'resolved')),
-    CONSTRAINT recon_items_subject_known CHECK (subject IN ('payment', 'refund')),
     CONSTRAINT recon_items_open_has_a_next_check CHECK (
         status <> 'open' OR next_check_at IS NOT NULL
     ),

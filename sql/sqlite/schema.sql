@@ -287,7 +287,6 @@ CREATE TABLE recon_items (
     overdue_at         TEXT,
     CONSTRAINT recon_items_evidence_json CHECK (json_valid(evidence)),
     CONSTRAINT recon_items_status_known CHECK (status IN ('open', 'resolved')),
-    CONSTRAINT recon_items_subject_known CHECK (subject IN ('payment', 'refund')),
     CONSTRAINT recon_items_open_has_a_next_check CHECK (
         status <> 'open' OR next_check_at IS NOT NULL
     ),

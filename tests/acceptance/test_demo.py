@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from saga._cli import main
+from saga.cli import main
 
 
 @pytest.mark.slow
@@ -35,7 +35,7 @@ def test_demo_settles_and_verifies(db_url, capsys):
 
 def test_same_seed_draws_the_same_purchases():
     """--seed replays the same mix of purchases."""
-    from saga._demo import Plan
+    from saga.purchase.demo import Plan
 
     first = Plan.draw(purchases=200, seed=5, run="a")
     again = Plan.draw(purchases=200, seed=5, run="a")

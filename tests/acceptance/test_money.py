@@ -10,13 +10,13 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from saga._handlers import Handlers
-from saga._inbox import ProviderEvent
-from saga._purchase_steps import PurchaseSteps
-from saga._recon import ContradictedDecision
-from saga._verify import verify
-from saga._worker import Worker
+from saga.core.handlers import Handlers
+from saga.core.recon import ContradictedDecision
+from saga.core.verify import verify
+from saga.core.worker import Worker
 from saga.exceptions import ProviderUnavailable
+from saga.purchase.inbox import ProviderEvent
+from saga.purchase.steps import PurchaseSteps
 from tests.helpers import rows, scalar
 from tests.purchases import cli_json, settle
 
@@ -284,8 +284,8 @@ def test_an_event_is_not_recorded_while_the_provider_cannot_be_asked(shop, monke
 
 def test_a_refused_transition_completes_its_job_instead_of_dead_lettering(shop):
     """A step's answer for a purchase that moved on is logged and done (defect 7)."""
-    from saga._purchase_steps import queue_step
-    from saga._queue import Queue
+    from saga.core.queue import Queue
+    from saga.purchase.steps import queue_step
 
     purchase = start(shop, "op-1")
     request_payments(shop)

@@ -12,13 +12,13 @@ import os
 import pytest
 
 from saga import Engine
-from saga._faults import EXIT_CODE
-from saga._handlers import Handlers
-from saga._inbox import ProviderEvent
-from saga._queue import Queue
-from saga._supervisor import builtin_handlers
-from saga._timers import timer_kind
-from saga._worker import Worker
+from saga.core.faults import EXIT_CODE
+from saga.core.handlers import Handlers
+from saga.core.queue import Queue
+from saga.core.supervisor import builtin_handlers
+from saga.core.timers import timer_kind
+from saga.core.worker import Worker
+from saga.purchase.inbox import ProviderEvent
 from tests.helpers import dump, expire_lease, make_due, rows, scalar
 from tests.parallel import race
 from tests.purchases import settle
@@ -253,7 +253,7 @@ def test_event_that_overtook_the_payment_answer_is_matched_when_delivered_again(
 
 def test_access_is_not_granted_to_a_purchase_that_left_confirmed(shop, db_url):
     """A grant that runs late, after a cancellation, gives no access."""
-    from saga._purchase_steps import PurchaseSteps
+    from saga.purchase.steps import PurchaseSteps
 
     purchase = start(shop, "op-1", "s1")
     steps = PurchaseSteps(shop.db, shop.registry, shop.provider_getter)
@@ -268,7 +268,7 @@ def test_access_is_not_granted_to_a_purchase_that_left_confirmed(shop, db_url):
 @pytest.mark.slow
 def test_money_that_arrives_without_a_webhook_after_expiry_is_refunded(shop, db_url):
     """Expired with the payment in flight, the success webhook lost: the late check refunds."""
-    from saga._purchase_steps import PurchaseSteps
+    from saga.purchase.steps import PurchaseSteps
 
     purchase = start(shop, "op-1", "s1", method="pm_late")
     steps = PurchaseSteps(shop.db, shop.registry, shop.provider_getter)

@@ -5,11 +5,11 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
-from saga._handlers import Handlers
-from saga._purchase_steps import PurchaseSteps
-from saga._recon import deadline_kind
-from saga._verify import verify
-from saga._worker import Worker
+from saga.core.handlers import Handlers
+from saga.core.recon import deadline_kind
+from saga.core.verify import verify
+from saga.core.worker import Worker
+from saga.purchase.steps import PurchaseSteps
 from tests.helpers import execute, make_due
 from tests.purchases import cli_json
 

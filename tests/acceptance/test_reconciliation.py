@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from saga._purchase_recon import Checker
-from saga._purchase_steps import PurchaseSteps
-from saga._queue import Queue
-from saga._recon import ContradictedDecision, ReconPolicy, StaleDecision
+from saga.core.queue import Queue
+from saga.core.recon import ContradictedDecision, StaleDecision
 from saga.exceptions import InvalidInput, NotFound
+from saga.purchase.recon import PURCHASE_RECON, Checker
+from saga.purchase.steps import PurchaseSteps
 from tests.helpers import dump, make_due
 from tests.purchases import cli_json, settle
 
@@ -18,7 +18,7 @@ def steps_of(engine):
 
 
 def checker_of(engine):
-    return Checker(engine.db, engine.registry, engine.provider_getter, ReconPolicy())
+    return Checker(engine.db, engine.registry, engine.provider_getter, PURCHASE_RECON)
 
 
 @pytest.fixture
@@ -35,8 +35,8 @@ def start(engine, op, method):
 
 def run_steps_once(engine):
     """Run the request step (not the checker) so the item stays open for the test."""
-    from saga._handlers import Handlers
-    from saga._worker import Worker
+    from saga.core.handlers import Handlers
+    from saga.core.worker import Worker
 
     kinds = [k for k in steps_of(engine).kinds() if k.name == "purchase.request_payment"]
     Worker(engine.db, Handlers(kinds), listen=False).run(burst=True)
@@ -246,7 +246,7 @@ def test_verify_exits_1_when_an_invariant_breaks(shop, db_url, capsys):
 
 def test_not_paid_is_refused_when_the_provider_already_reported_the_charge(shop, unknown):
     """A success webhook recorded before any check is evidence enough: "not paid" is refused."""
-    from saga._inbox import ProviderEvent
+    from saga.purchase.inbox import ProviderEvent
 
     charge = shop.sandbox.payment_status(key=f"pay:{unknown.id}")
     shop.inbox.deliver(

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from saga import Engine, NewJob
-from saga._cli import main
-from saga._queue import Queue
+from saga.cli import main
+from saga.core.queue import Queue
 from tests.helpers import dump
 
 PURCHASE_FIELDS = {

@@ -17,7 +17,7 @@ import pytest
 from psycopg import sql
 
 from saga import Engine
-from saga._cli import main
+from saga.cli import main
 from tests.conftest import POSTGRES_URL, require_postgres
 from tests.helpers import scalar
 from tests.purchases import settle

@@ -7,10 +7,10 @@ from datetime import timedelta
 import pytest
 
 from saga import NewJob
-from saga._codec import as_utc
-from saga._dlq import DeadLetters, Filter
-from saga._queue import Done, Queue
-from saga._stats import collect
+from saga.core.codec import as_utc
+from saga.core.dlq import DeadLetters, Filter
+from saga.core.queue import Done, Queue
+from saga.core.stats import collect
 from saga.exceptions import JobConflict, NotFound
 from tests.helpers import dump, execute, expire_lease, make_due, rows, scalar
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from saga._cli import main
-from saga._sandbox import sandbox_url_for
+from saga.cli import main
+from saga.purchase.sandbox import sandbox_url_for
 from steps import OutcomeUnknown, PermanentError
 from tests.purchases import cli_json
 

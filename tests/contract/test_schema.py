@@ -7,8 +7,8 @@ import threading
 import pytest
 
 from saga import Engine
-from saga._migrate import current_version, required_version
-from saga._sqlfiles import migrations, split_statements, tracking_table
+from saga.core.migrate import current_version, required_version
+from saga.core.sqlfiles import migrations, split_statements, tracking_table
 from saga.exceptions import DatabaseError, SchemaOutOfDate
 from tests.conftest import PostgresSchema, require_postgres
 from tests.helpers import catalog, execute

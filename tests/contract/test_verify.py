@@ -16,9 +16,9 @@ import pytest
 import sqlalchemy as sa
 from psycopg import sql as psql
 
-from saga._supervisor import builtin_handlers
-from saga._verify import verify
-from saga._worker import Worker
+from saga.core.supervisor import builtin_handlers
+from saga.core.verify import verify
+from saga.core.worker import Worker
 from tests.helpers import execute, scalar
 from tests.purchases import cli_json
 
@@ -162,7 +162,7 @@ def test_reconciliation_visible(world):
 
 def test_fencing_of_a_money_write(world):
     execute(world, "UPDATE payments SET stale_writes = 1 WHERE saga_id = :id", id=world.ids["kept"])
-    assert broken(world) == {"fencing"}
+    assert broken(world) == {"money_fencing"}
 
 
 def test_fencing_of_an_audit_row(world):

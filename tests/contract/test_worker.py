@@ -8,11 +8,11 @@ import pytest
 import structlog
 
 from saga import NewJob
-from saga._backoff import Backoff
-from saga._handlers import Apply, Handlers, JobKind
-from saga._queue import Queue
-from saga._timers import timer_kind
-from saga._worker import Worker
+from saga.core.backoff import Backoff
+from saga.core.handlers import Apply, Handlers, JobKind
+from saga.core.queue import Queue
+from saga.core.timers import timer_kind
+from saga.core.worker import Worker
 from steps.errors import OutcomeUnknown, PermanentError, TransientError
 from tests.helpers import db_now, expire_lease, make_due, rows, scalar
 

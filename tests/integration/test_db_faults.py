@@ -21,11 +21,11 @@ import pytest
 import sqlalchemy as sa
 
 from saga import Engine, NewJob
-from saga._cli import main
-from saga._db import Database
-from saga._handlers import Handlers, JobKind
-from saga._queue import Queue
-from saga._worker import Worker
+from saga.cli import main
+from saga.core.db import Database
+from saga.core.handlers import Handlers, JobKind
+from saga.core.queue import Queue
+from saga.core.worker import Worker
 from saga.exceptions import DatabaseBusy
 from tests.conftest import IN_CI
 from tests.helpers import db_now, rows, scalar, wait_until
@@ -212,7 +212,7 @@ def test_leases_and_deadlines_come_from_the_database_clock(pg):
     script = (
         "import sys\n"
         "from saga import Engine\n"
-        "from saga._queue import Queue\n"
+        "from saga.core.queue import Queue\n"
         "with Engine(sys.argv[1]) as e:\n"
         "    p = e.purchases.start(operation_id='op', intensive_id='js', student_id='s',"
         " hold_seconds=600).purchase\n"

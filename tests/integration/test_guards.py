@@ -17,13 +17,13 @@ from __future__ import annotations
 import pytest
 
 from saga import Engine
-from saga._handlers import Handlers
-from saga._purchase_steps import PurchaseSteps
-from saga._queue import Queue
-from saga._timers import timer_kind
-from saga._verify import verify
-from saga._worker import Worker
-from tests.counter_app import registry
+from saga.core.handlers import Handlers
+from saga.core.queue import Queue
+from saga.core.timers import timer_kind
+from saga.core.verify import verify
+from saga.core.worker import Worker
+from saga.purchase.steps import PurchaseSteps
+from tests.counter_app import app
 from tests.helpers import execute, expire_lease, make_due, scalar
 from tests.parallel import race
 
@@ -32,7 +32,7 @@ FIRES = 6
 
 def fire_ticks(url, saga_id, n, *, prepare=False, prepared=None):
     """One process: fire `tick` FIRES times at the saga, without an expected version."""
-    with Engine(url, registry=registry()) as engine:
+    with Engine(url, app=app()) as engine:
         if prepare:
             engine.sagas.get(saga_id)  # connect and check the schema before the barrier
             return None
@@ -46,7 +46,7 @@ def test_concurrent_events_at_one_saga_all_apply_one_per_version(db_url):
     """8 processes fire at one saga at once: every event applies, versions 1..n contiguous."""
     with Engine(db_url, check_schema=False) as setup:
         setup.upgrade()
-    with Engine(db_url, registry=registry()) as engine:
+    with Engine(db_url, app=app()) as engine:
         saga_id = engine.sagas.start("counter", operation_id="c-1", request={}).saga.id
         versions = race(fire_ticks, [(db_url, saga_id, n) for n in range(8)])
         seen = sorted(v for mine in versions for v in mine)
@@ -56,7 +56,7 @@ def test_concurrent_events_at_one_saga_all_apply_one_per_version(db_url):
 
 def test_a_stale_decision_is_refused_even_when_the_state_matches(engine):
     """The compare-and-set names the version: a decision on v1 cannot land on v2."""
-    with Engine(engine.db.url.render_as_string(False), registry=registry()) as counters:
+    with Engine(engine.db.url.render_as_string(False), app=app()) as counters:
         saga = counters.sagas.start("counter", operation_id="c-1", request={}).saga
         counters.sagas.fire(saga.id, "tick", actor="a")  # still "open", now version 2
 
@@ -148,9 +148,9 @@ def test_a_completion_without_its_fence_is_caught_by_verify(shop, monkeypatch):
     (job,) = Queue(shop.db).claim(["purchase.request_payment"], batch=1)
     answer = worker.handlers["purchase.request_payment"].handler(job)  # intent, then charged
     expire_lease(shop, job.id)  # the worker stalled past its lease
-    import saga._queue
+    import saga.core.queue
 
-    monkeypatch.setattr(saga._queue, "fence_in", _no_fence)  # the bug under test
+    monkeypatch.setattr(saga.core.queue, "fence_in", _no_fence)  # the bug under test
     owned, _ = Queue(shop.db).complete_with(job, answer.apply)
     assert owned  # the broken fence let the stale worker write...
     assert "confirmed" == shop.purchases.get(purchase.id).state

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from saga import Application, Engine, Registry, Step
-from saga._queue import Queue
+from saga.core.queue import Queue
 from saga.exceptions import ApplicationError
 from tests.approval_app import app, approval
 from tests.helpers import make_due

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from saga import Engine, NewJob
-from saga._queue import Queue
+from saga.core.queue import Queue
 from tests.helpers import expire_lease, rows, scalar, wait_until
 from tests.parallel import race
 

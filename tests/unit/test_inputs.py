@@ -6,8 +6,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from saga import _money, _validation
+from saga.core import validation as _validation
 from saga.exceptions import InvalidInput
+from saga.purchase import money as _money
 
 
 class TestAmounts:

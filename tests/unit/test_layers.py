@@ -64,3 +64,62 @@ def test_state_machine_uses_only_pure_stdlib():
         name in sys.stdlib_module_names or name == "state_machine"
         for name in PURE_ALLOWED - {"__future__"}
     )
+
+
+def saga_graph() -> dict[str, set[str]]:
+    """Every import between modules of `saga`, annotations and local imports included."""
+    modules = {}
+    for path in (ROOT / "saga").rglob("*.py"):
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        modules[name] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                targets = [
+                    f"{node.module}.{alias.name}"
+                    if f"{node.module}.{alias.name}" in modules
+                    else node.module
+                    for alias in node.names
+                ]
+            elif isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            for imported in targets:
+                target = imported
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name and target.startswith("saga"):
+                    graph[name].add(target)
+    return graph
+
+
+def test_the_core_imports_no_application_and_no_cli():
+    """saga.core knows no domain: it never imports saga.purchase (or the CLI)."""
+    bad = [
+        f"{module} imports {target}"
+        for module, targets in saga_graph().items()
+        if module.startswith("saga.core")
+        for target in targets
+        if target.startswith(("saga.purchase", "saga.cli"))
+    ]
+    assert [] == bad
+
+
+def test_no_import_cycle_in_saga():
+    """No module of saga reaches itself through imports (annotations included)."""
+    graph = saga_graph()
+    cycles = []
+    for start in graph:
+        stack = [(start, [start])]
+        seen = set()
+        while stack:
+            node, path = stack.pop()
+            for nxt in graph[node]:
+                if nxt == start:
+                    cycles.append(" -> ".join([*path, start]))
+                elif nxt not in seen:
+                    seen.add(nxt)
+                    stack.append((nxt, [*path, nxt]))
+    assert [] == sorted(set(cycles))[:5]

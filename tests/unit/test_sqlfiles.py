@@ -6,7 +6,14 @@ import re
 
 import pytest
 
-from saga._sqlfiles import DIALECTS, migrations, parse_queries, queries, schema, split_statements
+from saga.core.sqlfiles import (
+    DIALECTS,
+    migrations,
+    parse_queries,
+    queries,
+    schema,
+    split_statements,
+)
 
 
 class TestParseQueries:

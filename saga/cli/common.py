@@ -1,0 +1,169 @@
+"""What every command shares: options, opening the engine, printing, exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final, TextIO
+
+from saga.core.app import load_app
+from saga.core.engine import Engine, default_url
+from saga.exceptions import ConflictError, InvalidInput, NotFound, SagaError
+
+EXIT_OK: Final = 0
+EXIT_ERROR: Final = 1
+EXIT_USAGE: Final = 2
+EXIT_CONFLICT: Final = 3
+EXIT_NOT_FOUND: Final = 4
+
+Handler = Callable[[argparse.Namespace, "Output"], int]
+_GLOBAL_FLAGS: Final = {"db": "--db", "sandbox_db": "--sandbox-db", "app": "--app"}
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A leaf command: its handler and how its options name the domain's fields."""
+
+    handler: Handler
+    flags: Mapping[str, str] = field(default_factory=dict)
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> None:
+    """
+    ``--db`` and ``--json``, accepted before or after the subcommand.
+
+    Subcommands use ``SUPPRESS`` defaults so that an option given before the
+    subcommand is not reset by the subcommand's own default.
+    """
+    default: Any = None if top_level else argparse.SUPPRESS
+    parser.add_argument(
+        "--db",
+        metavar="URL",
+        default=default,
+        help="database URL (default: $SAGA_DATABASE_URL, else sqlite:///saga.db)",
+    )
+    parser.add_argument(
+        "--sandbox-db",
+        metavar="URL",
+        default=default,
+        help="the sandbox payment provider's database (default: $SAGA_SANDBOX_DATABASE_URL, "
+        "else derived from --db)",
+    )
+    parser.add_argument(
+        "--app",
+        metavar="MODULE:NAME",
+        default=default,
+        help="the application: its saga kinds, steps, jobs and invariants "
+        "(default $SAGA_APP, else the purchase of a paid intensive)",
+    )
+    parser.add_argument(
+        "--json",
+        action="store_true",
+        default=False if top_level else argparse.SUPPRESS,
+        help="print machine-readable JSON on stdout",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="warning" if top_level else argparse.SUPPRESS,
+        help="structured logs on stderr at this level and above (default: warning)",
+    )
+
+
+class Output:
+    """Where a command writes: JSON or text on stdout, errors on stderr."""
+
+    def __init__(
+        self, *, as_json: bool, out: TextIO | None = None, err: TextIO | None = None
+    ) -> None:
+        self.as_json = as_json
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+
+    def json(self, value: object) -> None:
+        """Print ``value`` as indented JSON."""
+        print(json.dumps(value, indent=2, ensure_ascii=False), file=self.out)
+
+    def line(self, text: str = "") -> None:
+        """Print one line of text."""
+        print(text, file=self.out)
+
+    def table(self, headers: Sequence[str], rows: Iterable[Sequence[object]]) -> None:
+        """Print aligned columns."""
+        cells = [[str(h) for h in headers], *[[_cell(v) for v in row] for row in rows]]
+        widths = [max(len(row[i]) for row in cells) for i in range(len(headers))]
+        for row in cells:
+            self.line(
+                "  ".join(
+                    value.ljust(width) for value, width in zip(row, widths, strict=True)
+                ).rstrip()
+            )
+
+    def error(self, message: str) -> None:
+        """Print an error on stderr."""
+        print(f"saga: error: {message}", file=self.err)
+
+    def note(self, message: str) -> None:
+        """Print a note on stderr (stdout stays the command's output, JSON or text)."""
+        print(f"saga: note: {message}", file=self.err)
+
+
+_WHOLE = re.compile(r"-?[0-9]{1,18}", re.ASCII)
+
+
+def whole(text: str) -> int:
+    """
+    An argparse type for whole numbers: ASCII digits only.
+
+    Python's ``int()`` also takes ``" 3"``, ``"3_0"`` and non-ASCII digits;
+    a script passing those has a bug we should report, not guess around.
+    """
+    if not _WHOLE.fullmatch(text):
+        msg = f"expected a whole number written with digits 0-9, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return int(text)
+
+
+def _cell(value: object) -> str:
+    return "-" if value is None else str(value)
+
+
+def open_engine(
+    args: argparse.Namespace, *, check_schema: bool = True, create: bool = True
+) -> Engine:
+    """
+    The engine on ``--db`` (or the default database).
+
+    Read commands pass ``create=False``: a mistyped embedded path is then
+    "not found" (exit 4), never a new empty database that looks healthy.
+    """
+    return Engine(
+        default_url() if args.db is None else args.db,
+        app=load_app(getattr(args, "app", None)),
+        sandbox_url=getattr(args, "sandbox_db", None),
+        check_schema=check_schema,
+        create=create,
+    )
+
+
+def run(command: Command, args: argparse.Namespace, output: Output) -> int:
+    """Run a command and turn the engine's errors into the contract's exit codes."""
+    try:
+        return command.handler(args, output)
+    except InvalidInput as exc:
+        flag = command.flags.get(exc.field, _GLOBAL_FLAGS.get(exc.field, exc.field))
+        output.error(f"{flag}: {exc.problem}")
+        return EXIT_USAGE
+    except ConflictError as exc:
+        output.error(exc.message)
+        return EXIT_CONFLICT
+    except NotFound as exc:
+        output.error(exc.message)
+        return EXIT_NOT_FOUND
+    except SagaError as exc:
+        output.error(exc.message)
+        return EXIT_ERROR

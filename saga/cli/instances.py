@@ -1,0 +1,162 @@
+"""``saga instances list|show|fire|cancel``: any saga of any registered kind."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from saga.cli.common import EXIT_OK, Command, Output, add_common_options, open_engine, whole
+from saga.core.codec import iso
+
+if TYPE_CHECKING:
+    import argparse
+
+FLAGS = {
+    "saga_id": "ID",
+    "kind": "--kind",
+    "state": "--state",
+    "limit": "--limit",
+    "event": "EVENT",
+    "payload": "--payload",
+    "actor": "--actor",
+    "reason": "--reason",
+}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
+    """Add the ``instances`` commands."""
+    group = subparsers.add_parser("instances", help="sagas of any kind the application registers")
+    commands = group.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    listing = commands.add_parser("list", help="sagas, newest first")
+    listing.add_argument("--kind", metavar="K", help="only this saga kind")
+    listing.add_argument("--state", metavar="S", help="only this state")
+    listing.add_argument(
+        "--stuck",
+        action="store_true",
+        help="only sagas in a non-terminal state with no work due or running and no open item",
+    )
+    listing.add_argument("--limit", type=whole, default=100, metavar="N", help="at most N (100)")
+    add_common_options(listing, top_level=False)
+
+    show = commands.add_parser(
+        "show", help="one saga: history, pending jobs and timers, dead letters, open items"
+    )
+    show.add_argument("id", metavar="ID")
+    add_common_options(show, top_level=False)
+
+    fire = commands.add_parser("fire", help="an operator's event, audited with who and why")
+    fire.add_argument("id", metavar="ID")
+    fire.add_argument("event", metavar="EVENT")
+    fire.add_argument("--payload", metavar="JSON", help="the event's payload, a JSON object")
+    fire.add_argument("--actor", required=True, metavar="NAME")
+    fire.add_argument("--reason", required=True, metavar="TEXT")
+    add_common_options(fire, top_level=False)
+
+    cancel = commands.add_parser("cancel", help="fire the kind's declared cancel event")
+    cancel.add_argument("id", metavar="ID")
+    cancel.add_argument("--actor", required=True, metavar="NAME")
+    cancel.add_argument("--reason", required=True, metavar="TEXT")
+    add_common_options(cancel, top_level=False)
+
+    return {
+        "instances list": Command(_list, FLAGS),
+        "instances show": Command(_show, FLAGS),
+        "instances fire": Command(_fire, FLAGS),
+        "instances cancel": Command(_cancel, FLAGS),
+    }
+
+
+def _list(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args, create=False) as engine:
+        found = engine.instances.list(
+            kind=args.kind, state=args.state, stuck=args.stuck, limit=args.limit
+        )
+        terminal = {saga.id: engine.instances.terminal(saga) for saga in found}
+    if out.as_json:
+        from saga.core.instances import saga_json  # noqa: PLC0415 - JSON only
+
+        out.json([saga_json(saga, terminal=terminal[saga.id]) for saga in found])
+        return EXIT_OK
+    out.table(
+        ("ID", "KIND", "STATE", "VERSION", "DEADLINE", "UPDATED"),
+        (
+            (
+                s.id,
+                s.kind,
+                s.state,
+                s.version,
+                f"{s.deadline_event} at {iso(s.deadline_at)}" if s.deadline_at else None,
+                iso(s.updated_at),
+            )
+            for s in found
+        ),
+    )
+    return EXIT_OK
+
+
+def _show(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args, create=False) as engine:
+        instance = engine.instances.show(args.id)
+    shown = instance.to_json()
+    if out.as_json:
+        out.json(shown)
+        return EXIT_OK
+    saga = instance.saga
+    final = " (final)" if instance.terminal else ""
+    out.line(f"{saga.kind} {saga.id}: {saga.state}{final}, version {saga.version}")
+    if saga.deadline_at is not None:
+        out.line(f"  deadline: {saga.deadline_event} at {iso(saga.deadline_at)}")
+    out.line("history:")
+    out.table(
+        ("  AT", "FROM", "TO", "EVENT", "ACTOR", "CAUSE"),
+        (
+            (f"  {iso(h.at)}", h.from_state, h.to_state, h.event, h.actor, h.cause)
+            for h in instance.history
+        ),
+    )
+    for title in ("jobs", "timers", "dead_letters"):
+        out.line(f"{title.replace('_', ' ')}:")
+        out.table(
+            ("  JOB", "KIND", "STATE", "ATTEMPTS", "DUE", "LEASE UNTIL", "LAST ERROR"),
+            (
+                (
+                    f"  {j['id']}",
+                    j["kind"],
+                    j["state"],
+                    f"{j['attempts']}/{j['max_attempts']}",
+                    j["available_at"],
+                    j["lease_until"],
+                    (j["last_error"] or "")[:60],
+                )
+                for j in shown[title]
+            ),
+        )
+    out.line("open items:")
+    for item in instance.items:
+        out.line(
+            f"  {item.id} ({item.kind}): {item.reason}, owner {item.owner}, "
+            f"next check {iso(item.next_check_at)}"
+        )
+    return EXIT_OK
+
+
+def _fire(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args) as engine:
+        fired = engine.instances.fire(
+            args.id, args.event, payload=args.payload, actor=args.actor, reason=args.reason
+        )
+        return _moved(out, engine.instances.show(fired.saga.id).to_json())
+
+
+def _cancel(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args) as engine:
+        fired = engine.instances.cancel(args.id, actor=args.actor, reason=args.reason)
+        return _moved(out, engine.instances.show(fired.saga.id).to_json())
+
+
+def _moved(out: Output, shown: dict[str, object]) -> int:
+    if out.as_json:
+        out.json(shown)
+    else:
+        out.line(f"{shown['kind']} {shown['id']} is now {shown['state']}")
+    return EXIT_OK

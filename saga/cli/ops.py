@@ -1,0 +1,351 @@
+"""``saga webhook deliver``, ``saga recon …``, ``saga sandbox ledger`` and ``saga verify``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from saga.cli.common import (
+    EXIT_CONFLICT,
+    EXIT_ERROR,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    Command,
+    Output,
+    add_common_options,
+    open_engine,
+    whole,
+)
+from saga.core.codec import iso
+from saga.core.verify import verify
+from saga.exceptions import InvalidInput
+from saga.purchase import money as _money
+from saga.purchase.inbox import EVENTS, ProviderEvent
+from saga.purchase.money import format_minor
+
+if TYPE_CHECKING:
+    import argparse
+
+    from saga.core.recon import ReconItem
+
+FLAGS = {
+    "event_id": "--event-id",
+    "type": "--type",
+    "payment_id": "--payment",
+    "amount": "--amount",
+    "currency": "--currency",
+    "item_id": "ID",
+    "operator": "--operator",
+    "outcome": "--outcome",
+    "reason": "--reason",
+    "status": "--status",
+    "owner": "--owner",
+    "limit": "--limit",
+    "external_ref": "--external-ref",
+}
+
+
+def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
+    """Add ``webhook``, ``recon``, ``sandbox`` and ``verify``."""
+    webhook = subparsers.add_parser("webhook", help="provider events into the inbox")
+    hooks = webhook.add_subparsers(dest="action", metavar="ACTION", required=True)
+    deliver = hooks.add_parser("deliver", help="deliver one provider event (deduplicated by id)")
+    deliver.add_argument("--event-id", required=True, metavar="E")
+    deliver.add_argument("--type", required=True, metavar="T", help=", ".join(EVENTS))
+    deliver.add_argument("--payment", required=True, metavar="ID", help="the provider's payment id")
+    deliver.add_argument("--amount", metavar="A", help="amount charged, e.g. 49.90")
+    deliver.add_argument("--currency", metavar="C")
+    deliver.add_argument("--refund", metavar="ID", help="the provider's refund id (refund events)")
+    add_common_options(deliver, top_level=False)
+
+    recon = subparsers.add_parser("recon", help="the reconciliation queue")
+    items = recon.add_subparsers(dest="action", metavar="ACTION", required=True)
+    listing = items.add_parser("list", help="items, oldest first")
+    listing.add_argument("--status", default="open", choices=("open", "resolved", "all"))
+    listing.add_argument("--owner", metavar="NAME")
+    listing.add_argument(
+        "--overdue", action="store_true", help="only items past their deadline (escalated)"
+    )
+    listing.add_argument("--limit", type=whole, default=100, metavar="N")
+    add_common_options(listing, top_level=False)
+    show = items.add_parser("show", help="one item, its evidence and its audit trail")
+    show.add_argument("id", metavar="ID")
+    add_common_options(show, top_level=False)
+    assign = items.add_parser("assign", help="take an item from the checker")
+    assign.add_argument("id", metavar="ID")
+    assign.add_argument("--operator", required=True, metavar="NAME")
+    assign.add_argument(
+        "--version",
+        type=whole,
+        metavar="V",
+        help="refuse if the item changed since you read version V",
+    )
+    add_common_options(assign, top_level=False)
+    resolve = items.add_parser(
+        "resolve",
+        help="decide an item after the provider is asked again: paid, not_paid, refund, "
+        "refunded (review items: reviewed)",
+    )
+    resolve.add_argument("id", metavar="ID")
+    resolve.add_argument(
+        "--outcome",
+        required=True,
+        metavar="O",
+        help="one of the application's outcomes (the purchase: paid | not_paid | refund | "
+        "refunded), or reviewed for a review item",
+    )
+    resolve.add_argument(
+        "--external-ref",
+        metavar="REF",
+        help="money that moved outside the provider (a bank transfer): its reference; with "
+        "paid (received) or refunded (given back)",
+    )
+    resolve.add_argument(
+        "--amount",
+        metavar="A",
+        help="the external movement's amount in the purchase's currency "
+        "(default: the price, or the money held)",
+    )
+    resolve.add_argument("--operator", required=True, metavar="NAME")
+    resolve.add_argument("--reason", required=True, metavar="TEXT")
+    resolve.add_argument(
+        "--version",
+        type=whole,
+        metavar="V",
+        help="refuse if the item changed since you read version V",
+    )
+    add_common_options(resolve, top_level=False)
+
+    sandbox = subparsers.add_parser("sandbox", help="the sandbox payment provider")
+    sandbox_commands = sandbox.add_subparsers(dest="action", metavar="ACTION", required=True)
+    ledger = sandbox_commands.add_parser("ledger", help="its charges and refunds")
+    add_common_options(ledger, top_level=False)
+
+    check = subparsers.add_parser("verify", help="check every invariant; exit 0 only if all hold")
+    add_common_options(check, top_level=False)
+
+    return {
+        "webhook deliver": Command(_deliver, FLAGS),
+        "recon list": Command(_recon_list, FLAGS),
+        "recon show": Command(_recon_show, FLAGS),
+        "recon assign": Command(_recon_assign, FLAGS),
+        "recon resolve": Command(_recon_resolve, FLAGS),
+        "sandbox ledger": Command(_ledger, FLAGS),
+        "verify": Command(_verify, FLAGS),
+    }
+
+
+def _deliver(args: argparse.Namespace, out: Output) -> int:
+    amount = None
+    if args.amount is not None:
+        currency = _money.currency(args.currency)
+        amount = _money.parse_amount(args.amount, currency, field="amount")
+    event = ProviderEvent(
+        event_id=args.event_id,
+        type=args.type,
+        payment_id=args.payment,
+        amount_minor=amount,
+        currency=args.currency,
+        refund_id=args.refund,
+    )
+    with open_engine(args) as engine:
+        delivery = engine.inbox.deliver(event, source="cli")
+    if out.as_json:
+        out.json(delivery.to_json())
+    elif delivery.conflict:
+        pass
+    else:
+        seen = " (duplicate: already delivered)" if delivery.duplicate else ""
+        where = f" -> purchase {delivery.saga_id} ({delivery.state})" if delivery.saga_id else ""
+        out.line(f"event {delivery.event_id}: {delivery.outcome}{seen}{where}")
+        for contradiction in delivery.contradictions:
+            out.line(f"  the provider disagrees: {contradiction}")
+        if delivery.review_item:
+            out.line(f"  evidence kept for review: item {delivery.review_item}")
+    if delivery.conflict:
+        out.error(f"event {delivery.event_id}: {delivery.detail}")
+        return EXIT_CONFLICT
+    if delivery.outcome == "unmatched":
+        # Not found: a sender retries, and the inbox matches the event again then.
+        out.error(
+            f"event {delivery.event_id}: {delivery.detail}; recorded, deliver it again "
+            "once the payment is known"
+        )
+        return EXIT_NOT_FOUND
+    return EXIT_OK
+
+
+def _recon_list(args: argparse.Namespace, out: Output) -> int:
+    status = None if args.status == "all" else args.status
+    with open_engine(args, create=False) as engine:
+        items = engine.recon.find(
+            status=status, owner=args.owner, overdue=args.overdue, limit=args.limit
+        )
+    if out.as_json:
+        out.json([item.to_json() for item in items])
+        return EXIT_OK
+    out.table(
+        (
+            "ID",
+            "PURCHASE",
+            "KIND",
+            "STATUS",
+            "REASON",
+            "OWNER",
+            "ATTEMPTS",
+            "NEXT CHECK",
+            "DEADLINE",
+        ),
+        (
+            (
+                i.id,
+                i.saga_id,
+                i.kind,
+                i.status,
+                i.reason,
+                i.owner,
+                f"{i.attempts}/{i.max_attempts}",
+                iso(i.next_check_at),
+                f"{iso(i.deadline)}{' OVERDUE' if i.overdue_at is not None else ''}",
+            )
+            for i in items
+        ),
+    )
+    return EXIT_OK
+
+
+def _recon_show(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args, create=False) as engine:
+        item, events = engine.recon.show(args.id)
+    if out.as_json:
+        out.json({**item.to_json(), "events": events})
+        return EXIT_OK
+    _describe(out, item)
+    out.line("events:")
+    for entry in events:
+        out.line(f"  {entry['at']}  {entry['actor']:<22} {entry['action']:<16} {entry['detail']}")
+    return EXIT_OK
+
+
+def _recon_assign(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args) as engine:
+        item = engine.recon.assign(args.id, operator=args.operator, expected_version=args.version)
+    if out.as_json:
+        out.json(item.to_json())
+    else:
+        out.line(f"item {item.id} is now owned by {item.owner} (version {item.version})")
+    return EXIT_OK
+
+
+def _recon_resolve(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args) as engine:
+        amount = None
+        if args.amount is not None:
+            if args.external_ref is None:
+                raise InvalidInput(field="amount", problem="goes with --external-ref")
+            seen = engine.recon.show(args.id)[0]
+            currency = engine.purchases.get(seen.saga_id).currency
+            amount = _money.parse_amount(args.amount, currency, field="amount")
+        item = engine.recon.resolve(
+            args.id,
+            outcome=args.outcome,
+            operator=args.operator,
+            reason=args.reason,
+            expected_version=args.version,
+            external_ref=args.external_ref,
+            amount_minor=amount,
+        )
+        purchase = engine.purchases.get(item.saga_id)
+    if out.as_json:
+        out.json({**item.to_json(), "purchase_state": purchase.state})
+    else:
+        out.line(
+            f"item {item.id} resolved as {item.resolution} by {item.resolved_by}; "
+            f"purchase {purchase.id} is now {purchase.state}"
+        )
+    return EXIT_OK
+
+
+def _describe(out: Output, item: ReconItem) -> None:
+    out.line(f"item {item.id} ({item.status}, version {item.version})")
+    for label, value in (
+        ("purchase", item.saga_id),
+        ("subject", item.subject),
+        ("reason", item.reason),
+        ("owner", item.owner),
+        ("attempts", f"{item.attempts}/{item.max_attempts}"),
+        ("next check", iso(item.next_check_at)),
+        ("deadline", iso(item.deadline)),
+        ("kind", item.kind),
+        ("escalated", iso(item.escalated_at)),
+        ("overdue", iso(item.overdue_at)),
+        ("resolution", item.resolution),
+        ("resolved by", item.resolved_by),
+        ("latest reading", item.latest_reading),
+    ):
+        out.line(f"  {label + ':':<16}{'-' if value is None else value}")
+    out.line(f"  evidence:       {item.evidence}")
+
+
+def _ledger(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args, create=False) as engine:
+        ledger = engine.sandbox.ledger()
+    charges = [
+        {
+            "payment_id": c["payment_id"],
+            "key": c["key"],
+            "amount": format_minor(int(c["charged_minor"] or c["amount_minor"]), c["currency"]),
+            "currency": c["currency"],
+            "status": c["status"],
+            "reference": c["reference"],
+            "method": c["method"],
+            "requested_amount": format_minor(int(c["amount_minor"]), c["currency"]),
+        }
+        for c in ledger["charges"]
+    ]
+    currencies = {c["payment_id"]: c["currency"] for c in ledger["charges"]}
+    refunds = [
+        {
+            "refund_id": r["refund_id"],
+            "payment_id": r["payment_id"],
+            "key": r["key"],
+            "amount": format_minor(int(r["amount_minor"]), currencies.get(r["payment_id"], "EUR")),
+            "status": r["status"],
+            "reference": r["reference"],
+        }
+        for r in ledger["refunds"]
+    ]
+    if out.as_json:
+        out.json({"charges": charges, "refunds": refunds})
+        return EXIT_OK
+    out.line(f"charges ({len(charges)}):")
+    out.table(
+        ("PAYMENT", "KEY", "AMOUNT", "STATUS", "METHOD"),
+        (
+            (c["payment_id"], c["key"], f"{c['amount']} {c['currency']}", c["status"], c["method"])
+            for c in charges
+        ),
+    )
+    out.line(f"refunds ({len(refunds)}):")
+    out.table(
+        ("REFUND", "PAYMENT", "KEY", "AMOUNT", "STATUS"),
+        ((r["refund_id"], r["payment_id"], r["key"], r["amount"], r["status"]) for r in refunds),
+    )
+    return EXIT_OK
+
+
+def _verify(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args, create=False) as engine:
+        report = verify(engine)
+    if out.as_json:
+        out.json(report.to_json())
+    else:
+        for invariant in report.invariants:
+            mark = "ok  " if not invariant.problems else "FAIL"
+            out.line(
+                f"{mark} {invariant.name:<26} checked {invariant.checked:>6}, "
+                f"violations {len(invariant.problems)}"
+            )
+            for example in invariant.problems[:3]:
+                out.line(f"       {example}")
+        out.line("all invariants hold" if report.ok else "some invariants are broken")
+    return EXIT_OK if report.ok else EXIT_ERROR

@@ -1,0 +1,189 @@
+"""
+Applications: the unit of extension the engine runs.
+
+An application declares its saga kinds (a :class:`~saga.Registry` of
+machines with their hooks and the job kinds running their actions), the job
+kinds of its own (checks, cancellations, anything queued by its code), what
+workers poll besides the queue, its invariants for ``saga verify``, and the
+services its commands use.  Every command loads one with ``--app
+MODULE:NAME`` (or ``$SAGA_APP``); without it, the purchase application.
+
+:meth:`Application.check` lists every problem at once: an action no job kind
+runs, a step job kind for an action no state declares, a job kind of two
+applications' parts under one name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+from saga.core.handlers import Handlers, JobKind
+from saga.core.recon import ReconPolicy
+from saga.core.sagas import Context, Registry
+from saga.exceptions import ApplicationError, InvalidInput
+
+if TYPE_CHECKING:
+    from saga.core.invariants import Invariant
+    from saga.core.pollers import Poller
+
+APP_ENV: Final = "SAGA_APP"
+# Loaded by name, like any user's application: the core imports no application.
+DEFAULT_APP: Final = "saga.purchase.app:purchase_app"
+
+
+@dataclass(frozen=True, slots=True)
+class Lazy:
+    """A service computed on each access (``engine.sandbox`` opens only when asked for)."""
+
+    get: Callable[[], Any]
+
+
+JobsFactory = Callable[[Context], Iterable[JobKind]]
+PollersFactory = Callable[[Context], Iterable["Poller"]]
+InvariantsFactory = Callable[[Context], Iterable["Invariant"]]
+ServicesFactory = Callable[[Context], Mapping[str, Any]]
+
+
+def _nothing(engine: Context) -> tuple[()]:
+    del engine
+    return ()
+
+
+def _no_services(engine: Context) -> dict[str, Any]:
+    del engine
+    return {}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Application:
+    """
+    What an application brings to the engine.
+
+    Args:
+        name: shown in logs and ``saga stats``.
+        registry: its saga kinds; each ``register(..., steps=...)`` returns the
+            job kinds running that machine's actions (one per action).
+        jobs: job kinds of its own, built for an engine (queued by its code).
+        pollers: what workers look at besides the queue, built for an engine.
+        invariants: its rules for ``saga verify``, checked for an engine.
+        recon: its reconciliation policy: the state meaning "outcome unknown",
+            the operators' outcomes and their events, the checker's job kind.
+        services: named objects its commands and users reach as attributes of
+            the engine (``engine.purchases``); a :class:`Lazy` one is computed
+            on each access.
+
+    """
+
+    name: str
+    registry: Registry = field(default_factory=Registry)
+    jobs: JobsFactory = _nothing
+    pollers: PollersFactory = _nothing
+    invariants: InvariantsFactory = _nothing
+    services: ServicesFactory = _no_services
+    recon: ReconPolicy = field(default_factory=ReconPolicy)
+
+    def step_kinds(self, engine: Context) -> list[JobKind]:
+        """The job kinds running the actions of its sagas."""
+        return [kind for saga_type in self.registry for kind in saga_type.step_kinds(engine)]
+
+    def job_kinds(self, engine: Context) -> list[JobKind]:
+        """Every job kind it runs: its sagas' steps and its own jobs."""
+        return [*self.step_kinds(engine), *self.jobs(engine)]
+
+    def problems(self, engine: Context) -> list[str]:
+        """Everything wrong with it, all at once (empty: it can run)."""
+        found: list[str] = []
+        seen: dict[str, int] = {}
+        for kind in self.job_kinds(engine):
+            seen[kind.name] = seen.get(kind.name, 0) + 1
+        found += [f"job kind {name!r} is declared {n} times" for name, n in seen.items() if n > 1]
+        own = {kind.name for kind in self.jobs(engine)}
+        events = {t.event for saga_type in self.registry for t in saga_type.machine.transitions}
+        found += [
+            f"reconciliation outcome {outcome!r} fires {event!r}, which no saga declares"
+            for outcome, event in self.recon.outcomes.items()
+            if event not in events
+        ]
+        for saga_type in self.registry:
+            machine = saga_type.machine
+            actions = {f"{machine.name}.{a}" for state in machine.states for a in state.actions}
+            steps = {kind.name for kind in saga_type.step_kinds(engine)}
+            found += [
+                f"saga {machine.name!r}: action {name.partition('.')[2]!r} has no step "
+                "(register it with steps=...)"
+                for name in sorted(actions - steps - own)
+            ]
+            found += [
+                f"saga {machine.name!r}: step {name!r} runs no action of any state "
+                "(declare it as one of its own jobs instead)"
+                for name in sorted(steps - actions)
+            ]
+        return found
+
+    def check(self, engine: Context) -> None:
+        """Raise :class:`~saga.exceptions.ApplicationError` listing every problem."""
+        found = self.problems(engine)
+        if found:
+            raise ApplicationError(application=self.name, problems=found)
+
+    def with_jobs(self, extra: JobsFactory) -> Application:
+        """The same application with more job kinds (``--app`` naming a job factory)."""
+        own = self.jobs
+
+        def both(engine: Context) -> list[JobKind]:
+            return [*own(engine), *extra(engine)]
+
+        return Application(
+            name=self.name,
+            registry=self.registry,
+            jobs=both,
+            pollers=self.pollers,
+            invariants=self.invariants,
+            services=self.services,
+            recon=self.recon,
+        )
+
+
+def default_app() -> Application:
+    """The reference application (:data:`DEFAULT_APP`): the purchase of a paid intensive."""
+    return load_app(DEFAULT_APP)
+
+
+def load_app(spec: str | None = None) -> Application:
+    """
+    The application ``MODULE:NAME`` (default ``$SAGA_APP``, else the purchase).
+
+    ``NAME`` is an :class:`Application`, or a function returning one; a
+    function returning job kinds (:class:`~saga.core.handlers.Handlers`) adds
+    them to the purchase application, as ``saga worker --app`` did before
+    applications existed.
+    """
+    spec = spec if spec is not None else os.environ.get(APP_ENV) or None
+    if spec is None:
+        return default_app()
+    module_name, _, attribute = spec.partition(":")
+    if not module_name or not attribute:
+        raise InvalidInput(field="app", problem=f"expected MODULE:NAME, got {spec!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise InvalidInput(field="app", problem=f"cannot import {module_name!r}: {exc}") from exc
+    found = getattr(module, attribute, None)
+    if isinstance(found, Application):
+        return found
+    if not callable(found):
+        raise InvalidInput(
+            field="app", problem=f"{spec!r} is not an Application or a function returning one"
+        )
+    try:
+        made = found()
+    except TypeError:
+        made = None  # a job factory: it takes the engine
+    if isinstance(made, Application):
+        return made
+    factory: Callable[[Context], Handlers | Iterable[JobKind]] = found
+    return default_app().with_jobs(lambda engine: list(factory(engine)))

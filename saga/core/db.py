@@ -1,0 +1,441 @@
+"""
+One database, two dialects: engines, transactions, retries and error mapping.
+
+Every unit of work is a function of a :class:`Tx`, run by
+:meth:`Database.transaction` in one transaction and retried as a whole on
+transient failures (serialization failures, deadlocks, a busy SQLite file).
+Nothing here ever sleeps inside a transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import sqlite3
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+import psycopg
+import sqlalchemy as sa
+import structlog
+from psycopg import sql
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    stop_after_delay,
+    wait_random_exponential,
+)
+
+from saga.core.sqlfiles import Component, Dialect, queries
+from saga.exceptions import (
+    DatabaseBusy,
+    DatabaseError,
+    DatabaseMissing,
+    DatabaseUnavailable,
+    InvalidInput,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping, Sequence
+
+    from sqlalchemy.engine import URL, Connection, Engine, RowMapping
+
+T = TypeVar("T")
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_URL: Final = "sqlite:///saga.db"
+_SEARCH_PATH: Final = re.compile(r"search_path=([A-Za-z_][A-Za-z0-9_]*)")
+# How long a transaction may wait for a lock (SQLite's write lock, or retries
+# of PostgreSQL's serialization failures) before the command gives up.
+LOCK_WAIT_ENV: Final = "SAGA_LOCK_WAIT_SECONDS"
+DEFAULT_LOCK_WAIT_S: Final = 60.0
+
+
+def lock_wait_from_env() -> float:
+    """``$SAGA_LOCK_WAIT_SECONDS`` if set (a positive number), else 60 s."""
+    text = os.environ.get(LOCK_WAIT_ENV, "").strip()
+    if not text:
+        return DEFAULT_LOCK_WAIT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 < value < 86_400:
+        raise InvalidInput(
+            field=LOCK_WAIT_ENV, problem=f"must be a positive number of seconds, got {text!r}"
+        )
+    return value
+
+
+# SQLSTATEs after which rerunning the whole transaction is safe and useful.
+_TRANSIENT_SQLSTATES: Final = frozenset(
+    {
+        "40001",  # serialization_failure
+        "40P01",  # deadlock_detected
+        "55P03",  # lock_not_available
+    }
+)
+
+
+def normalize_url(url: str, *, field: str = "db") -> URL:
+    """
+    Parse a database URL and pick the engine's driver for it.
+
+    ``postgresql://`` and ``postgres://`` become ``postgresql+psycopg://``;
+    ``sqlite:///FILE`` stays.  Anything else is :class:`InvalidInput` on
+    ``field`` (the option that named the URL).
+    """
+    if not url.strip():
+        raise InvalidInput(field=field, problem="must not be empty")
+    try:
+        parsed = make_url(url.strip())
+        backend = parsed.get_backend_name()
+        parsed.port  # noqa: B018 - parsing the port raises on garbage such as "[::1"
+    except (sa.exc.ArgumentError, ValueError) as exc:
+        raise InvalidInput(field=field, problem=f"not a database URL: {url!r}") from exc
+    if backend in ("postgresql", "postgres"):
+        return parsed.set(drivername="postgresql+psycopg")
+    if backend != "sqlite":
+        raise InvalidInput(
+            field=field,
+            problem=f"unsupported database {backend!r}: use postgresql://… or sqlite:///FILE",
+        )
+    if parsed.get_driver_name() not in ("pysqlite", ""):
+        raise InvalidInput(field=field, problem="SQLite URLs use the stdlib driver: sqlite:///FILE")
+    path = parsed.database or ""
+    if not path or path == ":memory:" or path.startswith("file:") or "\x00" in path:
+        raise InvalidInput(
+            field=field,
+            problem="a SQLite URL names a file, sqlite:///FILE (an in-memory database "
+            "would forget everything when the command ends)",
+        )
+    if parsed.query:
+        raise InvalidInput(field=field, problem="SQLite URLs take no options: sqlite:///FILE")
+    return parsed.set(drivername="sqlite")
+
+
+class Tx:
+    """
+    A transaction in progress: runs the dialect's named queries with bound parameters.
+
+    ``lease`` is the job (id and lease token) whose fenced transaction this
+    is, once the queue has fenced it: the writes that witness fencing
+    (audit rows, payments, refunds) name it, and the database records
+    whether that lease was still valid when they were made.
+    """
+
+    __slots__ = ("conn", "db", "lease")
+
+    def __init__(self, conn: Connection, db: Database) -> None:
+        self.conn = conn
+        self.db = db
+        self.lease: tuple[str, str] | None = None
+
+    @property
+    def lease_params(self) -> dict[str, str | None]:
+        """``job_id`` and ``lease_token`` for the fencing witnesses (``None`` outside a job)."""
+        if self.lease is None:
+            return {"job_id": None, "lease_token": None}
+        return {"job_id": self.lease[0], "lease_token": self.lease[1]}
+
+    @property
+    def dialect(self) -> Dialect:
+        """``postgres`` or ``sqlite``."""
+        return self.db.dialect
+
+    def _execute(self, name: str, params: Mapping[str, Any]) -> sa.CursorResult[Any]:
+        return self.conn.execute(self.db.statement(name), dict(params))
+
+    def one(self, query: str, /, **params: Any) -> RowMapping | None:
+        """The first row of ``query``, or ``None``."""
+        return self._execute(query, params).mappings().first()
+
+    def all(self, query: str, /, **params: Any) -> Sequence[RowMapping]:
+        """Every row of ``query``."""
+        return self._execute(query, params).mappings().all()
+
+    def scalar(self, query: str, /, **params: Any) -> Any:
+        """The first column of the first row of ``query``, or ``None``."""
+        return self._execute(query, params).scalar()
+
+    def run(self, query: str, /, **params: Any) -> int:
+        """Run ``query``; the number of rows it changed."""
+        return self._execute(query, params).rowcount
+
+    def script(self, statements: Sequence[str]) -> None:
+        """Run DDL statements (migrations); they carry no parameters."""
+        # The DBAPI cursor, not exec_driver_sql: with no parameters psycopg
+        # leaves "%" alone, which plpgsql's RAISE and strftime formats need.
+        cursor = self.conn.connection.cursor()
+        try:
+            for statement in statements:
+                cursor.execute(statement)
+        finally:
+            cursor.close()
+
+
+class Database:
+    """
+    The engine's handle on one database.
+
+    Args:
+        url: ``postgresql://…`` or ``sqlite:///FILE``.
+        pool_size: connections kept open per process (PostgreSQL).
+        application_name: shown in ``pg_stat_activity``.
+        field: the option that named ``url``, for error messages.
+        lock_wait: seconds a transaction waits for a lock before it gives up
+            (default ``$SAGA_LOCK_WAIT_SECONDS``, else 60).
+
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        pool_size: int = 5,
+        application_name: str = "saga",
+        component: Component = "engine",
+        field: str = "db",
+        lock_wait: float | None = None,
+    ) -> None:
+        self.url = normalize_url(url, field=field)
+        self.field = field
+        self.lock_wait = lock_wait_from_env() if lock_wait is None else lock_wait
+        self.dialect: Dialect = (
+            "postgres" if self.url.get_backend_name() == "postgresql" else "sqlite"
+        )
+        self._statements = {
+            name: sa.text(q.sql) for name, q in queries(self.dialect, component).items()
+        }
+        self._first_use: Callable[[], None] | None = None
+        self._ready = True
+        self._preparing = False
+        self._lock = threading.RLock()
+        if self.dialect == "postgres":
+            self.engine = self._postgres_engine(pool_size, application_name)
+        else:
+            self.engine = self._sqlite_engine()
+
+    def __repr__(self) -> str:
+        return f"<Database {self.url.render_as_string(hide_password=True)}>"
+
+    def _postgres_engine(self, pool_size: int, application_name: str) -> Engine:
+        return sa.create_engine(
+            self.url,
+            pool_size=pool_size,
+            max_overflow=pool_size,
+            pool_pre_ping=True,
+            connect_args={"application_name": application_name, "connect_timeout": 10},
+        )
+
+    def _sqlite_engine(self) -> Engine:
+        busy_ms = int(min(30.0, self.lock_wait) * 1000)
+        engine = sa.create_engine(self.url, connect_args={"timeout": busy_ms / 1000})
+
+        @event.listens_for(engine, "connect")
+        def _configure(dbapi_connection: sqlite3.Connection, _record: object) -> None:
+            # Take transactions out of pysqlite's hands so that "begin" below
+            # can say BEGIN IMMEDIATE: a writer then takes the write lock up
+            # front, waits on the busy timeout, and never fails half-way with
+            # SQLITE_BUSY when upgrading a read lock.
+            dbapi_connection.isolation_level = None
+            cursor = dbapi_connection.cursor()
+            cursor.execute(f"PRAGMA busy_timeout = {busy_ms:d}")
+            cursor.execute("PRAGMA journal_mode = WAL")
+            # FULL: a committed (acknowledged) transaction survives power loss too.
+            cursor.execute("PRAGMA synchronous = FULL")
+            cursor.execute("PRAGMA foreign_keys = ON")
+            cursor.close()
+
+        @event.listens_for(engine, "begin")
+        def _begin(conn: Connection) -> None:
+            mode = conn.get_execution_options().get("sqlite_begin", "IMMEDIATE")
+            conn.exec_driver_sql("BEGIN IMMEDIATE" if mode == "IMMEDIATE" else "BEGIN")
+
+        return engine
+
+    @property
+    def sqlite_path(self) -> Path | None:
+        """The embedded database's file (``None`` on PostgreSQL)."""
+        return Path(self.url.database or "") if self.dialect == "sqlite" else None
+
+    @property
+    def search_path_schema(self) -> str | None:
+        """The schema named by ``options=-csearch_path=…`` in a PostgreSQL URL, if any."""
+        match = _SEARCH_PATH.search(str(self.url.query.get("options", "")))
+        return None if match is None else match[1]
+
+    def require_file(self) -> None:
+        """
+        Refuse an embedded database file that does not exist (read commands never create one).
+
+        Raises :class:`~saga.exceptions.DatabaseMissing`; PostgreSQL always passes.
+        """
+        path = self.sqlite_path
+        if path is not None and not path.exists():
+            raise DatabaseMissing(path=str(path), field=self.field)
+
+    def create_schema(self) -> None:
+        """Create the PostgreSQL schema the URL's search_path names, if it is missing."""
+        schema = self.search_path_schema
+        if self.dialect != "postgres" or schema is None:
+            return
+        conninfo = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
+        try:
+            with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+                exists = conn.execute(
+                    "SELECT 1 FROM pg_namespace WHERE nspname = %s", (schema,)
+                ).fetchone()
+                if exists is None:
+                    # Another process may create it at the same moment: that is fine.
+                    with contextlib.suppress(psycopg.errors.UniqueViolation):
+                        conn.execute(
+                            sql.SQL("CREATE SCHEMA IF NOT EXISTS {}").format(sql.Identifier(schema))
+                        )
+        except psycopg.OperationalError as exc:
+            msg = f"cannot reach PostgreSQL: {str(exc).strip()}"
+            raise DatabaseUnavailable(msg) from exc
+
+    def before_first_use(self, hook: Callable[[], None]) -> None:
+        """
+        Run ``hook`` once, before the first transaction (checking the schema).
+
+        Deferring it means a command refused for bad input never touches the
+        database: not even the embedded SQLite file gets created.
+        """
+        with self._lock:
+            self._first_use = hook
+            self._ready = False
+
+    def _ensure_ready(self) -> None:
+        if self._ready:
+            return
+        with self._lock:
+            self._prepare_locked()
+
+    def _prepare_locked(self) -> None:
+        # Checked again under the lock; _preparing: the hook's own
+        # transactions re-enter here from the same thread.
+        if self._ready or self._preparing or self._first_use is None:
+            return
+        self._preparing = True
+        try:
+            self._first_use()
+        finally:
+            self._preparing = False
+        self._ready = True
+
+    def statement(self, name: str) -> sa.TextClause:
+        """The compiled named query ``name`` of this dialect."""
+        try:
+            return self._statements[name]
+        except KeyError:
+            msg = f"no query named {name!r} in sql/{self.dialect}/queries.sql"
+            raise KeyError(msg) from None
+
+    def transaction(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
+        """
+        Run ``work`` in one transaction and return its result.
+
+        The transaction commits when ``work`` returns and rolls back when it
+        raises.  Transient failures rerun ``work`` from the start, so ``work``
+        must not have effects outside the database.
+        """
+        self._ensure_ready()
+        retrying = Retrying(
+            retry=retry_if_exception(_is_transient),
+            wait=wait_random_exponential(multiplier=0.005, max=0.5),
+            stop=stop_after_delay(self.lock_wait) | stop_after_attempt(200),
+            before_sleep=_log_retry,
+            reraise=True,
+        )
+        started = time.monotonic()
+        try:
+            for attempt in retrying:
+                with attempt:
+                    return self._once(work, write=write)
+        except sa.exc.DBAPIError as exc:
+            # Still locked (or still conflicting) after the whole wait.
+            raise self._gave_up(exc, time.monotonic() - started) from exc
+        raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
+
+    def _gave_up(self, exc: sa.exc.DBAPIError, waited: float) -> DatabaseError:
+        if self.dialect == "sqlite":
+            return DatabaseBusy(
+                f"the SQLite database {self.sqlite_path} stayed locked by another writer for "
+                f"{waited:.0f} s (the lock wait is {self.lock_wait:g} s, "
+                f"${LOCK_WAIT_ENV}); nothing was changed",
+            )
+        translated = _translate(exc)
+        return DatabaseBusy(
+            f"gave up after {waited:.0f} s of conflicting transactions "
+            f"({translated.message}); nothing was changed",
+            sqlstate=translated.sqlstate,
+        )
+
+    def _once(self, work: Callable[[Tx], T], *, write: bool) -> T:
+        try:
+            with self.engine.connect() as conn:
+                if self.dialect == "sqlite":
+                    conn.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
+                with conn.begin():
+                    return work(Tx(conn, self))
+        except sa.exc.DBAPIError as exc:
+            if _is_transient(exc):
+                raise
+            raise _translate(exc) from exc
+
+    def dispose(self) -> None:
+        """Close every pooled connection (call it in a child process after fork)."""
+        self.engine.dispose()
+
+
+def _is_transient(exc: BaseException) -> bool:
+    if not isinstance(exc, sa.exc.DBAPIError):
+        return False
+    orig = exc.orig
+    if isinstance(orig, sqlite3.OperationalError):
+        text = str(orig).lower()
+        return "locked" in text or "busy" in text
+    if isinstance(orig, psycopg.Error):
+        return orig.sqlstate in _TRANSIENT_SQLSTATES
+    return False
+
+
+def _translate(exc: sa.exc.DBAPIError) -> DatabaseError:
+    orig = exc.orig
+    if isinstance(orig, psycopg.Error):
+        diag = orig.diag
+        if isinstance(orig, psycopg.OperationalError) and orig.sqlstate is None:
+            return DatabaseUnavailable(f"cannot reach PostgreSQL: {str(orig).strip()}")
+        return DatabaseError(
+            str(orig).strip().splitlines()[0],
+            sqlstate=orig.sqlstate,
+            constraint=diag.constraint_name,
+        )
+    if isinstance(orig, sqlite3.Error):
+        text = str(orig)
+        if "unable to open database" in text:
+            return DatabaseUnavailable(f"cannot open the SQLite file: {text}")
+        return DatabaseError(text, sqlstate=None, constraint=_sqlite_constraint(text))
+    return DatabaseError(str(exc))
+
+
+def _sqlite_constraint(text: str) -> str | None:
+    # SQLite says: CHECK constraint failed: intensives_seats_in_range
+    _, sep, tail = text.partition("constraint failed: ")
+    return tail.strip() or None if sep else None
+
+
+def _log_retry(state: RetryCallState) -> None:
+    outcome = state.outcome
+    error = outcome.exception() if outcome is not None else None
+    log.debug("db_transient_retry", attempt=state.attempt_number, error=str(error)[:200])

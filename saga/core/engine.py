@@ -1,0 +1,133 @@
+"""Wiring: one database, one application, and the engine's services over them."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from typing import TYPE_CHECKING, Any, Final
+
+from saga.core import migrate as _migrate
+from saga.core.app import Application, Lazy, default_app
+from saga.core.db import DEFAULT_URL, Database
+from saga.core.instances import Instances
+from saga.core.recon_desk import Reconciliation
+from saga.core.sagas import Registry, Sagas
+
+if TYPE_CHECKING:
+    from saga.core.handlers import JobKind
+    from saga.core.pollers import Poller
+    from steps import PaymentProvider
+
+URL_ENV: Final = "SAGA_DATABASE_URL"
+
+
+def default_url() -> str:
+    """``$SAGA_DATABASE_URL``, else the SQLite file ``saga.db`` in the working directory."""
+    return os.environ.get(URL_ENV) or DEFAULT_URL
+
+
+def default_registry() -> Registry:
+    """A registry holding the reference purchase saga."""
+    return default_app().registry
+
+
+class Engine:
+    """
+    The engine over one database, running one application.
+
+    Its first transaction checks the schema: the embedded SQLite file is
+    created or upgraded in place; a PostgreSQL schema must be upgraded
+    explicitly with ``saga db upgrade`` (:class:`~saga.exceptions.SchemaOutOfDate`).
+    Nothing touches the database before that first transaction.  The
+    application is checked when the engine is built
+    (:class:`~saga.exceptions.DefinitionError` lists every problem).
+
+    The application's services are attributes of the engine (the purchase
+    application's ``engine.purchases``, for instance).
+
+    Args:
+        url: the database; default :func:`default_url`.
+        app: the application; default the purchase.
+        registry: the saga kinds, for the purchase application's services
+            over another set of machines (``app`` is the general way).
+        sandbox_url, provider: options for the application's services (the
+            purchase: the sandbox's database, or a real payment provider).
+        check_schema: set ``False`` to skip the schema check (``saga db upgrade`` does).
+        create: set ``False`` for reads: a missing embedded file (the engine's or
+            the sandbox's) is then :class:`~saga.exceptions.DatabaseMissing`
+            instead of a new empty database.
+
+    """
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        app: Application | None = None,
+        registry: Registry | None = None,
+        sandbox_url: str | None = None,
+        provider: PaymentProvider | None = None,
+        check_schema: bool = True,
+        create: bool = True,
+        pool_size: int = 5,
+    ) -> None:
+        self.db = Database(default_url() if url is None else url, pool_size=pool_size)
+        self.create = create
+        if check_schema:
+            self.db.before_first_use(self._check_schema)
+        app = app or default_app()
+        if registry is not None:
+            app = dataclasses.replace(app, registry=registry)
+        self.app = app
+        self.registry = app.registry
+        self.options: dict[str, Any] = {"sandbox_url": sandbox_url, "provider": provider}
+        self.sagas = Sagas(self.db, self.registry)
+        self.instances = Instances(self.db, self.registry, self.sagas)
+        self._services = dict(app.services(self))
+        self.recon = Reconciliation(self.db, self.registry, self._services.get("judge"), app.recon)
+        app.check(self)
+
+    def __repr__(self) -> str:
+        return f"<Engine {self.app.name} on {self.db!r}>"
+
+    def __getattr__(self, name: str) -> Any:
+        # The application's services, as attributes of the engine.
+        services = self.__dict__.get("_services", {})
+        if name in services:
+            found = services[name]
+            return found.get() if isinstance(found, Lazy) else found
+        app = self.__dict__.get("app")
+        msg = f"the {app.name if app else '?'} application has no {name!r}"
+        raise AttributeError(msg)
+
+    def _check_schema(self) -> None:
+        if not self.create:
+            self.db.require_file()
+        _migrate.ensure_current(self.db)
+
+    def step_kinds(self) -> list[JobKind]:
+        """The job kinds of the application: its sagas' steps and its own jobs."""
+        return self.app.job_kinds(self)
+
+    def pollers(self) -> list[Poller]:
+        """What workers look at besides the queue (the purchase: the sandbox's webhooks)."""
+        return list(self.app.pollers(self))
+
+    def upgrade(self) -> _migrate.UpgradeResult:
+        """Create or migrate the schema (idempotent); on PostgreSQL, its schema too."""
+        self.db.create_schema()
+        return _migrate.upgrade(self.db)
+
+    def close(self) -> None:
+        """Release the database connections (and those of the application's services)."""
+        self.db.dispose()
+        for service in self._services.values():
+            close = getattr(service, "close", None)
+            if callable(close):
+                close()
+
+    def __enter__(self) -> Engine:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()

@@ -1,0 +1,174 @@
+"""
+Any saga of any registered kind, for operators: list, show, fire, cancel.
+
+``show`` gathers what explains where a saga is: its history, its live jobs
+(steps and timers pending or running, dead letters) and its open items.
+``--stuck`` finds sagas in a non-terminal state with no work pending or
+running and no open outcome item: nothing will ever move them.  An
+operator's event is an audited transition like any other, with the actor and
+the reason on its audit row; ``cancel`` fires the kind's declared ``cancel``
+event.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from saga.core import validation as _validation
+from saga.core.codec import iso
+from saga.core.queue import JobInfo
+from saga.core.recon import ReconItem
+from saga.core.records import SagaRecord
+from saga.core.sagas import Fired, Registry, Sagas, get_in, history_in
+from saga.exceptions import InvalidInput, TransitionNotAllowed
+
+if TYPE_CHECKING:
+    from saga.core.db import Database, Tx
+    from saga.core.records import TransitionRecord
+
+LIST_MAX: Final = 10_000
+CANCEL_EVENT: Final = "cancel"
+
+
+@dataclass(frozen=True, slots=True)
+class Instance:
+    """One saga with what explains its state."""
+
+    saga: SagaRecord
+    history: tuple[TransitionRecord, ...]
+    jobs: tuple[JobInfo, ...]
+    items: tuple[ReconItem, ...]
+    terminal: bool
+
+    def to_json(self) -> dict[str, Any]:
+        """The saga, its history, its live jobs, timers and dead letters, its open items."""
+        jobs = [job.to_json() for job in self.jobs]
+        return {
+            **saga_json(self.saga, terminal=self.terminal),
+            "history": [entry.to_json() for entry in self.history],
+            "jobs": [j for j in jobs if j["state"] != "failed" and j["kind"] != "saga.timeout"],
+            "timers": [j for j in jobs if j["kind"] == "saga.timeout" and j["state"] != "failed"],
+            "dead_letters": [j for j in jobs if j["state"] == "failed"],
+            "reconciliation": [item.to_json() for item in self.items],
+        }
+
+
+def saga_json(saga: SagaRecord, *, terminal: bool) -> dict[str, Any]:
+    """A saga as plain data."""
+    return {
+        "id": saga.id,
+        "kind": saga.kind,
+        "definition_version": saga.definition_version,
+        "state": saga.state,
+        "terminal": terminal,
+        "version": saga.version,
+        "data": dict(saga.data),
+        "deadline": (
+            {"at": iso(saga.deadline_at), "event": saga.deadline_event}
+            if saga.deadline_at is not None
+            else None
+        ),
+        "created_at": iso(saga.created_at),
+        "entered_at": iso(saga.entered_at),
+        "updated_at": iso(saga.updated_at),
+    }
+
+
+class Instances:
+    """Operators' view of sagas of every kind the application registers."""
+
+    def __init__(self, db: Database, registry: Registry, sagas: Sagas) -> None:
+        self.db = db
+        self.registry = registry
+        self.sagas = sagas
+
+    def terminal(self, saga: SagaRecord) -> bool:
+        """Whether the saga's state is final in its machine (unknown kinds: not final)."""
+        try:
+            machine = self.registry.get(saga.kind, saga.definition_version).machine
+        except LookupError:
+            return False
+        return machine.has_state(saga.state) and machine.state(saga.state).terminal
+
+    def list(
+        self,
+        *,
+        kind: str | None = None,
+        state: str | None = None,
+        stuck: bool = False,
+        limit: int = 100,
+    ) -> list[SagaRecord]:
+        """Sagas, newest first; ``stuck``: non-terminal ones nothing will move."""
+        if kind is not None:
+            _validation.one_of("kind", kind, self.registry.kinds)
+        if state is not None:
+            _validation.identifier("state", state)
+        limit = _validation.whole_number("limit", limit, minimum=1, maximum=LIST_MAX)
+        if stuck:
+            if state is not None:
+                raise InvalidInput(field="state", problem="--stuck lists every stuck state")
+            rows = self.db.transaction(
+                lambda tx: tx.all("sagas_without_work", kind=kind, limit=LIST_MAX), write=False
+            )
+            found = [SagaRecord.from_row(row) for row in rows]
+            return [saga for saga in found if not self.terminal(saga)][:limit]
+        rows = self.db.transaction(
+            lambda tx: tx.all("list_sagas", kind=kind, state=state, limit=limit), write=False
+        )
+        return [SagaRecord.from_row(row) for row in rows]
+
+    def show(self, saga_id: str) -> Instance:
+        """One saga with its history, live jobs and open items."""
+        _validation.identifier("saga_id", saga_id)
+
+        def work(tx: Tx) -> Instance:
+            saga = get_in(tx, saga_id)
+            return Instance(
+                saga=saga,
+                history=tuple(history_in(tx, saga_id)),
+                jobs=tuple(
+                    JobInfo.from_row(row) for row in tx.all("live_jobs_of_saga", saga_id=saga_id)
+                ),
+                items=tuple(
+                    ReconItem.from_row(row) for row in tx.all("open_items_of_saga", saga_id=saga_id)
+                ),
+                terminal=self.terminal(saga),
+            )
+
+        return self.db.transaction(work, write=False)
+
+    def fire(
+        self, saga_id: str, event: str, *, payload: str | None, actor: str, reason: str
+    ) -> Fired:
+        """An operator's event, audited with who and why; refused if the machine refuses it."""
+        _validation.identifier("saga_id", saga_id)
+        _validation.identifier("event", event)
+        actor = _validation.identifier("actor", actor)
+        reason = _validation.text("reason", reason)
+        data = _payload(payload)
+        fired: Fired = self.sagas.fire(
+            saga_id, event, payload=data, actor=f"operator:{actor}", cause=reason
+        )
+        if fired.absorbed:
+            raise TransitionNotAllowed(
+                state=fired.saga.state, event=event, reason="the saga is final"
+            )
+        return fired
+
+    def cancel(self, saga_id: str, *, actor: str, reason: str) -> Fired:
+        """Fire the kind's declared ``cancel`` event."""
+        return self.fire(saga_id, CANCEL_EVENT, payload=None, actor=actor, reason=reason)
+
+
+def _payload(text: str | None) -> dict[str, Any]:
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(field="payload", problem=f"not JSON: {exc.msg}") from exc
+    if not isinstance(value, dict):
+        raise InvalidInput(field="payload", problem="must be a JSON object")
+    return value

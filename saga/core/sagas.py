@@ -1,0 +1,471 @@
+"""
+The generic saga runtime: create sagas and move them through their machine.
+
+Every change is one transaction holding the compare-and-set on state and
+version, the audit row, the next deadline and its timer, the jobs the new
+state queues, and whatever the saga kind's hooks write (the purchase saga
+moves seat counters there).  Either all of it commits or none of it does.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from saga.core.codec import digest, dump_json
+from saga.core.jobs import TIMER_KIND, NewJob, enqueue_in, enqueue_timer_in
+from saga.core.records import SagaRecord, TransitionRecord
+from saga.core.validation import identifier as check_identifier
+from saga.core.validation import operation_id as check_operation_id
+from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
+from state_machine import PREVIOUS_STATE
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from saga.core.db import Database, Tx
+    from saga.core.handlers import JobKind, Step
+    from state_machine import Machine, State, Transition
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    """What moved a saga: the transition taken, the event's payload, who and why."""
+
+    transition: Transition
+    payload: Mapping[str, Any]
+    actor: str
+    cause: str | None
+
+
+class SagaHook(Protocol):
+    """Domain writes that belong in the same transaction as a saga's changes."""
+
+    def on_create(self, tx: Tx, saga: SagaRecord) -> None:
+        """Call after the saga row is inserted in its initial state."""
+
+    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
+        """Call after the compare-and-set moved the saga from ``before`` to ``after``."""
+
+
+class Context(Protocol):
+    """
+    What an application's parts are built with: the engine, seen narrowly.
+
+    The database, the saga kinds and the runtime over them, the options the
+    engine was opened with, and the application's services as attributes.
+    :class:`~saga.Engine` is one.
+    """
+
+    db: Database
+    registry: Registry
+    sagas: Sagas
+    options: dict[str, Any]
+    create: bool
+
+    def __getattr__(self, name: str) -> Any:
+        """An application service, by name."""
+
+
+TimeoutPayload = Callable[[Context, SagaRecord, str], Mapping[str, Any]]
+StepKinds = Callable[[Context], "Sequence[JobKind]"]
+
+
+def _no_payload(engine: Context, saga: SagaRecord, event: str) -> Mapping[str, Any]:
+    del engine, saga, event
+    return {}
+
+
+@dataclass(frozen=True, slots=True)
+class SagaType:
+    """
+    A machine registered with the runtime, with its hooks and job settings.
+
+    ``timeout_payload(engine, saga, event)`` builds the payload of a timeout event;
+    it runs outside any transaction, so it may ask the outside world first.
+    """
+
+    machine: Machine
+    hooks: tuple[SagaHook, ...] = ()
+    max_attempts: int = 3
+    timeout_payload: TimeoutPayload = _no_payload
+    steps: Mapping[str, Step] | StepKinds | None = None
+
+    def step_kinds(self, engine: Context) -> Sequence[JobKind]:
+        """The job kinds running this saga's actions (none if it declares no steps)."""
+        if self.steps is None:
+            return ()
+        if isinstance(self.steps, Mapping):
+            return [step.kind(self.machine.name, action) for action, step in self.steps.items()]
+        return self.steps(engine)
+
+    @property
+    def queue(self) -> str:
+        """The queue of the jobs its states queue: the saga's name."""
+        return self.machine.name
+
+
+class Registry:
+    """The saga kinds a runtime knows, by name and definition version."""
+
+    def __init__(self) -> None:
+        self._types: dict[tuple[str, int], SagaType] = {}
+
+    def register(
+        self,
+        machine: Machine,
+        *,
+        hooks: Sequence[SagaHook] = (),
+        max_attempts: int = 3,
+        timeout_payload: TimeoutPayload = _no_payload,
+        steps: Mapping[str, Step] | StepKinds | None = None,
+    ) -> SagaType:
+        """
+        Register ``machine`` with the steps running its actions.
+
+        ``steps`` maps each action its states list to a :class:`Step`, or is
+        a function of the engine returning the job kinds (one per action).
+        Registering the same name and version twice is an error; an action
+        without a step is found when an engine checks its application.
+        """
+        key = (machine.name, machine.version)
+        if key in self._types:
+            msg = f"saga {machine.name!r} version {machine.version} is already registered"
+            raise ValueError(msg)
+        saga_type = SagaType(
+            machine=machine,
+            hooks=tuple(hooks),
+            max_attempts=max_attempts,
+            timeout_payload=timeout_payload,
+            steps=steps,
+        )
+        self._types[key] = saga_type
+        return saga_type
+
+    def get(self, kind: str, version: int | None = None) -> SagaType:
+        """The registered type; the newest version when ``version`` is ``None``."""
+        if version is None:
+            versions = [v for (name, v) in self._types if name == kind]
+            if not versions:
+                raise NotFound(kind="saga kind", key=kind)
+            version = max(versions)
+        try:
+            return self._types[(kind, version)]
+        except KeyError:
+            raise NotFound(kind="saga definition", key=f"{kind} v{version}") from None
+
+    def __iter__(self) -> Iterator[SagaType]:
+        return iter(self._types.values())
+
+    @property
+    def kinds(self) -> tuple[str, ...]:
+        """Every registered saga name."""
+        return tuple(sorted({name for name, _ in self._types}))
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """What :meth:`Sagas.start` did: the saga, and whether this call created it."""
+
+    saga: SagaRecord
+    created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Fired:
+    """What :meth:`Sagas.fire` did: the saga after the event, and the transition taken."""
+
+    saga: SagaRecord
+    transition: Transition | None = field(default=None)
+
+    @property
+    def absorbed(self) -> bool:
+        """Whether a terminal state absorbed the event (nothing changed)."""
+        return self.transition is None
+
+
+class Sagas:
+    """
+    Create and move sagas in one database.
+
+    Args:
+        db: the database.
+        registry: the saga kinds this runtime knows.
+
+    """
+
+    def __init__(self, db: Database, registry: Registry) -> None:
+        self.db = db
+        self.registry = registry
+
+    # -- reading ---------------------------------------------------------------
+
+    def get(self, saga_id: str) -> SagaRecord:
+        """The saga ``saga_id``; :class:`NotFound` if there is none."""
+        check_identifier("saga_id", saga_id)
+        return self.db.transaction(lambda tx: get_in(tx, saga_id), write=False)
+
+    def history(self, saga_id: str) -> list[TransitionRecord]:
+        """The saga's audit trail, oldest first."""
+        return self.db.transaction(lambda tx: history_in(tx, saga_id), write=False)
+
+    # -- writing ---------------------------------------------------------------
+
+    def start(
+        self,
+        kind: str,
+        *,
+        operation_id: str,
+        request: Mapping[str, Any],
+        prepare: Callable[[Tx], Mapping[str, Any]] | None = None,
+        actor: str = "api",
+    ) -> Started:
+        """
+        Accept a new saga under a client-chosen ``operation_id``.
+
+        ``request`` is what the client asked for: the same id with an equal
+        request returns the saga it created (``created=False``); with another
+        request it raises :class:`IdempotencyConflict` and changes nothing.
+        ``prepare`` runs in the transaction to turn the request into the
+        saga's data (and may raise to refuse it).
+        """
+        check_operation_id(operation_id)
+        saga_type = self.registry.get(kind)
+        return self.db.transaction(
+            lambda tx: start_in(
+                tx,
+                saga_type,
+                operation_id=operation_id,
+                request=request,
+                prepare=prepare,
+                actor=actor,
+            )
+        )
+
+    def fire(
+        self,
+        saga_id: str,
+        event: str,
+        *,
+        payload: Mapping[str, Any] | None = None,
+        actor: str,
+        cause: str | None = None,
+        expected_version: int | None = None,
+        data_update: Mapping[str, Any] | None = None,
+        kind: str | None = None,
+    ) -> Fired:
+        """
+        Deliver ``event`` to a saga and take the transition its machine decides.
+
+        With ``expected_version``, a saga that moved on since the caller read
+        it raises :class:`VersionConflict`.  With ``kind``, a saga of another
+        kind is :class:`NotFound` (named after ``kind``), so an API for one
+        kind of saga cannot move another.  A terminal state absorbs events
+        that are not declared compensations (``Fired.absorbed``); a
+        non-terminal state refuses undeclared events with
+        :class:`~saga.exceptions.TransitionNotAllowed`.
+        """
+        check_identifier("saga_id", saga_id)
+        return self.db.transaction(
+            lambda tx: fire_in(
+                tx,
+                self.registry,
+                saga_id,
+                event,
+                payload=payload or {},
+                actor=actor,
+                cause=cause,
+                expected_version=expected_version,
+                data_update=data_update,
+                kind=kind,
+            )
+        )
+
+
+def get_in(tx: Tx, saga_id: str) -> SagaRecord:
+    """The saga ``saga_id``, read inside ``tx``."""
+    row = tx.one("get_saga", id=saga_id)
+    if row is None:
+        raise NotFound(kind="saga", key=saga_id)
+    return SagaRecord.from_row(row)
+
+
+def history_in(tx: Tx, saga_id: str) -> list[TransitionRecord]:
+    """The saga's audit trail, read inside ``tx``."""
+    return [TransitionRecord.from_row(row) for row in tx.all("list_transitions", saga_id=saga_id)]
+
+
+def start_in(
+    tx: Tx,
+    saga_type: SagaType,
+    *,
+    operation_id: str,
+    request: Mapping[str, Any],
+    prepare: Callable[[Tx], Mapping[str, Any]] | None,
+    actor: str,
+) -> Started:
+    """:meth:`Sagas.start` inside ``tx``."""
+    machine = saga_type.machine
+    saga_id = str(uuid.uuid4())
+    fingerprint = digest({"kind": machine.name, "request": dict(request)})
+    claimed = tx.one(
+        "claim_operation",
+        operation_id=operation_id,
+        kind=machine.name,
+        digest=fingerprint,
+        saga_id=saga_id,
+    )
+    if claimed is None:
+        existing = tx.one("get_operation", operation_id=operation_id)
+        if existing is None:  # pragma: no cover - the conflicting row cannot vanish
+            raise NotFound(kind="operation", key=operation_id)
+        if existing["kind"] != machine.name or existing["digest"] != fingerprint:
+            raise IdempotencyConflict(operation_id=operation_id, saga_id=existing["saga_id"])
+        return Started(saga=get_in(tx, existing["saga_id"]), created=False)
+
+    data = dict(prepare(tx) if prepare is not None else request)
+    initial = machine.initial
+    deadline = _deadline(initial, data)
+    row = tx.one(
+        "insert_saga",
+        id=saga_id,
+        kind=machine.name,
+        definition_version=machine.version,
+        state=initial.name,
+        data=dump_json(data),
+        deadline_event=deadline[0],
+        deadline_seconds=deadline[1],
+    )
+    if row is None:  # pragma: no cover - INSERT … RETURNING always returns the row
+        raise NotFound(kind="saga", key=saga_id)
+    saga = SagaRecord.from_row(row)
+    tx.run(
+        "insert_transition",
+        saga_id=saga.id,
+        version=saga.version,
+        from_state=None,
+        to_state=saga.state,
+        event="start",
+        actor=actor,
+        cause=f"operation {operation_id}",
+        payload=dump_json({}),
+        **tx.lease_params,
+    )
+    for hook in saga_type.hooks:
+        hook.on_create(tx, saga)
+    _enter(tx, saga_type, saga, initial)
+    return Started(saga=saga, created=True)
+
+
+def fire_in(
+    tx: Tx,
+    registry: Registry,
+    saga_id: str,
+    event: str,
+    *,
+    payload: Mapping[str, Any],
+    actor: str,
+    cause: str | None,
+    expected_version: int | None = None,
+    data_update: Mapping[str, Any] | None = None,
+    kind: str | None = None,
+) -> Fired:
+    """:meth:`Sagas.fire` inside ``tx``."""
+    if not actor:
+        raise InvalidInput(field="actor", problem="must not be empty")
+    row = tx.one("lock_saga", id=saga_id)
+    if row is None or (kind is not None and row["kind"] != kind):
+        raise NotFound(kind=kind or "saga", key=saga_id)
+    before = SagaRecord.from_row(row)
+    if expected_version is not None and before.version != expected_version:
+        raise VersionConflict(
+            saga_id=saga_id, expected_version=expected_version, actual_version=before.version
+        )
+    saga_type = registry.get(before.kind, before.definition_version)
+    machine = saga_type.machine
+    transition = machine.decide(before.state, event, before.data, payload)
+    if transition is None:
+        return Fired(saga=before, transition=None)
+    target = machine.state(transition.target)
+    # The engine's own key, so that guards can ask where a saga came from.
+    data = {**before.data, **(data_update or {}), PREVIOUS_STATE: before.state}
+    deadline = _deadline(target, data)
+    moved = tx.one(
+        "transition_saga",
+        id=saga_id,
+        from_state=before.state,
+        version=before.version,
+        to_state=target.name,
+        data=dump_json(data),
+        deadline_event=deadline[0],
+        deadline_seconds=deadline[1],
+        deadline_since_created=bool(target.timeout and target.timeout.since == "created"),
+    )
+    if moved is None:
+        # Unreachable while lock_saga holds the row, but the compare-and-set
+        # is the guarantee, not the lock: never overwrite a state blindly.
+        current = tx.one("get_saga", id=saga_id)
+        raise VersionConflict(
+            saga_id=saga_id,
+            expected_version=before.version,
+            actual_version=None if current is None else int(current["version"]),
+        )
+    after = SagaRecord.from_row(moved)
+    tx.run(
+        "insert_transition",
+        saga_id=saga_id,
+        version=after.version,
+        from_state=before.state,
+        to_state=after.state,
+        event=event,
+        actor=actor,
+        cause=cause,
+        payload=dump_json(payload),
+        **tx.lease_params,
+    )
+    tx.run("drop_pending_timers", saga_id=saga_id, kind=TIMER_KIND)
+    for hook in saga_type.hooks:
+        hook.on_transition(
+            tx,
+            before,
+            after,
+            Change(transition=transition, payload=payload, actor=actor, cause=cause),
+        )
+    _enter(tx, saga_type, after, target)
+    return Fired(saga=after, transition=transition)
+
+
+def _deadline(state: State, data: Mapping[str, Any]) -> tuple[str | None, float | None]:
+    if state.timeout is None:
+        return None, None
+    try:
+        seconds = state.timeout.duration(data)
+    except ValueError as exc:
+        raise InvalidInput(field=state.timeout.seconds_from or "timeout", problem=str(exc)) from exc
+    return state.timeout.event, seconds
+
+
+def _enter(tx: Tx, saga_type: SagaType, saga: SagaRecord, state: State) -> None:
+    """Queue what entering ``state`` starts: its timer and its actions."""
+    if saga.deadline_event is not None and saga.deadline_at is not None:
+        enqueue_timer_in(
+            tx,
+            saga_id=saga.id,
+            version=saga.version,
+            event=saga.deadline_event,
+            due=saga.deadline_at,
+        )
+    for action in state.actions:
+        enqueue_in(
+            tx,
+            NewJob(
+                id=f"step:{saga.id}:{saga.version}:{action}",
+                queue=saga_type.queue,
+                kind=f"{saga.kind}.{action}",
+                payload={"saga_id": saga.id, "version": saga.version, "action": action},
+                saga_id=saga.id,
+                max_attempts=saga_type.max_attempts,
+            ),
+        )

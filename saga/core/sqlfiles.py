@@ -1,0 +1,262 @@
+"""
+Load the engine's SQL: named queries, the schema and the migrations.
+
+The files live in ``sql/<dialect>/`` at the top of the repository and ship in
+the wheel as ``saga/_sql/<dialect>/`` (see ``pyproject.toml``); a source
+checkout or an editable install reads them in place.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import re
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Final, Literal
+
+if TYPE_CHECKING:
+    from importlib.resources.abc import Traversable
+
+Dialect = Literal["postgres", "sqlite"]
+DIALECTS: Final[tuple[Dialect, ...]] = ("postgres", "sqlite")
+
+_HEADER = re.compile(r"^-- name: ([a-z][a-z0-9_]*)\s*$", re.MULTILINE)
+_MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+
+@dataclass(frozen=True, slots=True)
+class Query:
+    """One named statement of a ``queries.sql`` file."""
+
+    name: str
+    description: str
+    sql: str
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    """One forward-only migration file."""
+
+    version: int
+    name: str
+    sql: str
+
+    @property
+    def checksum(self) -> str:
+        """SHA-256 of the file, to notice an applied migration that was edited."""
+        return hashlib.sha256(self.sql.encode()).hexdigest()
+
+
+def _root() -> Traversable:
+    packaged = resources.files("saga").joinpath("_sql")
+    if packaged.is_dir():
+        return packaged
+    # Source checkout or editable install: the files sit beside the packages.
+    return Path(__file__).resolve().parents[2] / "sql"
+
+
+def _read(dialect: Dialect, *parts: str) -> str:
+    node = _root().joinpath(dialect)
+    for part in parts:
+        node = node.joinpath(part)
+    return node.read_text(encoding="utf-8")
+
+
+def parse_queries(text: str) -> dict[str, Query]:
+    """
+    Parse a ``queries.sql`` file into its named statements.
+
+    Each block starts with ``-- name: snake_case`` and the comment lines right
+    after it are the description.  Raises :class:`ValueError` on a duplicate
+    name, an empty block or text before the first header.
+    """
+    pieces = _HEADER.split(text)
+    if pieces[0].strip() and not all(
+        line.startswith("--") or not line.strip() for line in pieces[0].splitlines()
+    ):
+        msg = "SQL found before the first '-- name:' header"
+        raise ValueError(msg)
+    queries: dict[str, Query] = {}
+    for name, body in zip(pieces[1::2], pieces[2::2], strict=True):
+        if name in queries:
+            msg = f"query {name!r} is defined twice"
+            raise ValueError(msg)
+        lines = body.strip().splitlines()
+        description = []
+        while lines and lines[0].startswith("--"):
+            description.append(lines.pop(0).removeprefix("--").strip())
+        sql = "\n".join(lines).strip().removesuffix(";").strip()
+        if not sql:
+            msg = f"query {name!r} has no statement"
+            raise ValueError(msg)
+        if ";" in _strip_comments_and_strings(sql):
+            msg = f"query {name!r} holds more than one statement"
+            raise ValueError(msg)
+        queries[name] = Query(name=name, description=" ".join(description), sql=sql)
+    return queries
+
+
+Component = Literal["engine", "sandbox"]
+
+
+@functools.cache
+def queries(dialect: Dialect, component: Component = "engine") -> dict[str, Query]:
+    """
+    The named queries of ``dialect``: every ``queries/*.sql`` file, one namespace.
+
+    The sandbox payment provider, a separate database, has its own set in
+    ``sandbox/queries.sql``.
+    """
+    if component == "sandbox":
+        return parse_queries(_read(dialect, "sandbox", "queries.sql"))
+    folder = _root().joinpath(dialect).joinpath("queries")
+    merged: dict[str, Query] = {}
+    for entry in sorted(folder.iterdir(), key=lambda e: e.name):
+        if not entry.name.endswith(".sql"):
+            continue
+        for name, query in parse_queries(entry.read_text(encoding="utf-8")).items():
+            if name in merged:
+                msg = f"query {name!r} is defined twice in sql/{dialect}/queries/"
+                raise ValueError(msg)
+            merged[name] = query
+    return merged
+
+
+@functools.cache
+def schema(dialect: Dialect) -> str:
+    """The current schema of ``dialect`` as one script, for a fresh database."""
+    return _read(dialect, "schema.sql")
+
+
+@functools.cache
+def sandbox_schema(dialect: Dialect) -> str:
+    """The sandbox provider's tables (created if missing on first use)."""
+    return _read(dialect, "sandbox", "schema.sql")
+
+
+@functools.cache
+def tracking_table(dialect: Dialect) -> str:
+    """The script creating ``saga_migrations``, which records applied migrations."""
+    return _read(dialect, "migrations_table.sql")
+
+
+@functools.cache
+def migrations(dialect: Dialect) -> tuple[Migration, ...]:
+    """Every migration of ``dialect``, ordered by version; versions are 1, 2, 3…."""
+    folder = _root().joinpath(dialect).joinpath("migrations")
+    found: list[Migration] = []
+    for entry in folder.iterdir():
+        match = _MIGRATION.match(entry.name)
+        if match is None:
+            if entry.name.endswith(".sql"):
+                msg = f"migration file {entry.name!r} must be named NNNN_slug.sql"
+                raise ValueError(msg)
+            continue
+        found.append(
+            Migration(version=int(match[1]), name=match[2], sql=entry.read_text(encoding="utf-8"))
+        )
+    found.sort(key=lambda migration: migration.version)
+    expected = list(range(1, len(found) + 1))
+    if [m.version for m in found] != expected:
+        msg = (
+            f"{dialect} migrations must be numbered {expected}, found {[m.version for m in found]}"
+        )
+        raise ValueError(msg)
+    return tuple(found)
+
+
+def split_statements(script: str) -> list[str]:
+    """
+    Split a SQL script into statements.
+
+    Understands ``--`` and ``/* */`` comments, quoted strings and identifiers,
+    PostgreSQL dollar quoting and SQLite trigger bodies (``BEGIN … END``, with
+    ``CASE … END`` inside), which is all the engine's own scripts use.
+    """
+    statements: list[str] = []
+    current: list[str] = []
+    depth = 0
+    i = 0
+    n = len(script)
+    while i < n:
+        char = script[i]
+        end = _skip_token(script, i)
+        if end > i + 1 or char in "'\"":
+            current.append(script[i:end])
+            i = end
+            continue
+        if char.isalpha() or char == "_":
+            j = i
+            while j < n and (script[j].isalnum() or script[j] == "_"):
+                j += 1
+            word = script[i:j].upper()
+            if _is_trigger("".join(current)):
+                if word in ("BEGIN", "CASE"):
+                    depth += 1
+                elif word == "END":
+                    depth -= 1
+            current.append(script[i:j])
+            i = j
+            continue
+        if char == ";" and depth == 0:
+            statement = "".join(current).strip()
+            if _strip_comments_and_strings(statement).strip():
+                statements.append(statement)
+            current = []
+        else:
+            current.append(char)
+        i += 1
+    tail = "".join(current).strip()
+    if _strip_comments_and_strings(tail).strip():
+        statements.append(tail)
+    return statements
+
+
+_TRIGGER = re.compile(r"^\s*CREATE\s+(TEMP\s+|TEMPORARY\s+)?TRIGGER\b", re.IGNORECASE)
+
+
+def _is_trigger(text: str) -> bool:
+    return bool(_TRIGGER.match(_strip_comments_and_strings(text)))
+
+
+def _skip_token(script: str, i: int) -> int:
+    """End of the comment, string or dollar-quoted body starting at ``i`` (``i + 1`` if none)."""
+    rest = script[i:]
+    if rest.startswith("--"):
+        newline = script.find("\n", i)
+        return len(script) if newline < 0 else newline
+    if rest.startswith("/*"):
+        close = script.find("*/", i + 2)
+        return len(script) if close < 0 else close + 2
+    if script[i] in "'\"":
+        quote = script[i]
+        j = i + 1
+        while j < len(script):
+            if script[j] == quote:
+                if j + 1 < len(script) and script[j + 1] == quote:
+                    j += 2
+                    continue
+                return j + 1
+            j += 1
+        return len(script)
+    dollar = re.match(r"\$([A-Za-z_]*)\$", rest)
+    if dollar:
+        tag = dollar.group(0)
+        close = script.find(tag, i + len(tag))
+        return len(script) if close < 0 else close + len(tag)
+    return i + 1
+
+
+def _strip_comments_and_strings(sql: str) -> str:
+    out: list[str] = []
+    i = 0
+    while i < len(sql):
+        end = _skip_token(sql, i)
+        if end > i + 1 or sql[i] in "'\"":
+            out.append(" ")
+        else:
+            out.append(sql[i])
+        i = end
+    return "".join(out)

@@ -1,0 +1,70 @@
+"""``saga stats``: queue, reconciliation and saga figures (DESIGN.md §3)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from saga.core.db import Database, Tx
+
+
+def collect(db: Database) -> dict[str, Any]:
+    """
+    Figures per queue and per saga state.
+
+    Per queue: pending (and due), running, expired leases, dead letters by
+    reason, oldest due age, done; per saga state: count and time in state.
+    """
+    return db.transaction(_collect, write=False)
+
+
+def _collect(tx: Tx) -> dict[str, Any]:
+    queues: dict[str, dict[str, Any]] = {}
+
+    def queue(name: str) -> dict[str, Any]:
+        return queues.setdefault(
+            name,
+            {
+                "pending": 0,
+                "due": 0,
+                "running": 0,
+                "expired_leases": 0,
+                "failed": 0,
+                "failed_by_reason": {},
+                "oldest_pending_age_s": 0.0,
+                "done": 0,
+            },
+        )
+
+    for row in tx.all("queue_stats"):
+        figures = queue(row["queue"])
+        for name in ("pending", "due", "running", "expired_leases", "failed"):
+            figures[name] = int(row[name])
+        figures["oldest_pending_age_s"] = round(float(row["oldest_pending_age_s"] or 0), 3)
+    for row in tx.all("failed_by_reason"):
+        queue(row["queue"])["failed_by_reason"][row["error_class"]] = int(row["failed"])
+    for row in tx.all("done_by_queue"):
+        queue(row["queue"])["done"] = int(row["done"])
+    sagas: dict[str, int] = {}
+    kinds: dict[str, dict[str, Any]] = {}
+    for row in tx.all("saga_state_stats"):
+        sagas[row["state"]] = sagas.get(row["state"], 0) + int(row["sagas"])
+        kinds.setdefault(row["kind"], {})[row["state"]] = {
+            "count": int(row["sagas"]),
+            "oldest_in_state_s": round(float(row["oldest_in_state_s"] or 0), 3),
+            "mean_in_state_s": round(float(row["mean_in_state_s"] or 0), 3),
+        }
+    backlog = tx.one("recon_backlog")
+    reconciliation = {
+        "open": int(backlog["open"]) if backlog else 0,
+        "oldest_age_s": round(float(backlog["oldest_age_s"] or 0), 3) if backlog else 0.0,
+        "escalated": int(backlog["escalated"] or 0) if backlog else 0,
+        "overdue": int(backlog["overdue"] or 0) if backlog else 0,
+        "review": int(backlog["review"] or 0) if backlog else 0,
+    }
+    return {
+        "queues": dict(sorted(queues.items())),
+        "reconciliation": reconciliation,
+        "sagas": sagas,
+        "saga_kinds": kinds,
+    }

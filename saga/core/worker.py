@@ -1,0 +1,531 @@
+"""
+One worker: claim due jobs, run them, settle them under their lease.
+
+A heartbeat thread extends the leases of the jobs in hand while handlers
+run.  On PostgreSQL the worker sleeps on ``LISTEN saga_jobs`` between claims
+(with a polling fallback); on SQLite it polls.  ``stop()`` (SIGTERM/SIGINT)
+lets the running handler finish, releases the claimed jobs that never
+started, and returns.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import psycopg
+import structlog
+from psycopg import sql
+
+from saga.core.handlers import Apply, Handlers, JobKind, error_text
+from saga.core.queue import DEFAULT_LEASE_SECONDS, Done, Job, Queue
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator, Sequence
+
+    from saga.core.db import Database, Tx
+    from saga.core.pollers import Poller
+
+log = structlog.get_logger(__name__)
+
+CHANNEL: Final = "saga_jobs"
+# The exit code of a worker process that ended itself because a handler hung
+# past its timeout (EX_TEMPFAIL: the supervisor starts a fresh one).
+EXIT_STUCK: Final = 75
+
+
+@dataclass(slots=True)
+class WorkerReport:
+    """What one worker did before it stopped."""
+
+    claimed: int = 0
+    done: int = 0
+    retried: int = 0
+    dead_lettered: int = 0
+    unknown: int = 0
+    lost_leases: int = 0
+    released: int = 0
+    timed_out: int = 0
+    started_at: float = field(default_factory=time.monotonic)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The counters as plain data."""
+        return {
+            "claimed": self.claimed,
+            "done": self.done,
+            "retried": self.retried,
+            "dead_lettered": self.dead_lettered,
+            "unknown": self.unknown,
+            "lost_leases": self.lost_leases,
+            "released": self.released,
+            "timed_out": self.timed_out,
+            "seconds": round(time.monotonic() - self.started_at, 3),
+        }
+
+    def add(self, other: dict[str, Any]) -> None:
+        """Add another worker's counters (the supervisor sums its children)."""
+        for name in (
+            "claimed",
+            "done",
+            "retried",
+            "dead_lettered",
+            "unknown",
+            "lost_leases",
+            "released",
+            "timed_out",
+        ):
+            setattr(self, name, getattr(self, name) + int(other.get(name, 0)))
+
+
+class Worker:
+    """
+    Run jobs of the kinds in ``handlers`` from ``db``.
+
+    Args:
+        batch: jobs claimed per transaction (completions are batched too).
+        lease_seconds: lease length; the heartbeat renews it every third.
+        poll_interval: longest sleep between claims when idle.
+        queues: only jobs of these queues (default: every queue of ``handlers``).
+        listen: wake up on PostgreSQL notifications.
+        exit_when_stuck: end the process when a handler still runs long after
+            its attempt timed out (a supervised worker process is restarted;
+            in-process callers leave it ``False``).
+
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        handlers: Handlers,
+        *,
+        batch: int = 50,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        poll_interval: float = 1.0,
+        queues: Sequence[str] | None = None,
+        listen: bool = True,
+        name: str | None = None,
+        pollers: Sequence[Poller] = (),
+        exit_when_stuck: bool = False,
+    ) -> None:
+        if batch < 1 or lease_seconds <= 0 or poll_interval <= 0:
+            msg = "batch, lease_seconds and poll_interval must be positive"
+            raise ValueError(msg)
+        self.db = db
+        self.queue = Queue(db)
+        self.handlers = handlers
+        self.kinds = handlers.names(queues)
+        if not self.kinds:
+            msg = f"no job kinds to run (queues={list(queues or [])})"
+            raise ValueError(msg)
+        self.batch = batch
+        self.lease_seconds = lease_seconds
+        self.poll_interval = poll_interval
+        self.listen = listen and db.dialect == "postgres"
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.pollers = tuple(pollers)
+        self.report = WorkerReport()
+        # Expired leases appear a lease after a crash: looking for them on
+        # every claim would cost two statements per batch for nothing.
+        self._rescue_interval = min(5.0, lease_seconds / 4)
+        self._next_rescue = 0.0
+        self.exit_when_stuck = exit_when_stuck
+        self._stopping = threading.Event()
+        self._in_hand: dict[str, Job] = {}
+        self._running: dict[str, float] = {}  # job id -> when its handler started
+        self._lost: set[str] = set()
+        self._guard = threading.Lock()
+        self._log = log.bind(worker=self.name)
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def stop(self) -> None:
+        """Ask the worker to stop after the handler that is running (thread- and signal-safe)."""
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        """Whether :meth:`stop` was called."""
+        return self._stopping.is_set()
+
+    def run(self, *, burst: bool = False) -> WorkerReport:
+        """Work until :meth:`stop`, or with ``burst`` until nothing is due."""
+        self._log.info("worker_started", kinds=self.kinds, burst=burst, batch=self.batch)
+        with self._heartbeat(), self._listener() as wait:
+            while not self.stopping:
+                if self.run_once() + self._poll():
+                    continue
+                if burst:
+                    break
+                wait(self._idle_timeout())
+        self._log.info("worker_stopped", **self.report.as_dict())
+        return self.report
+
+    def run_once(self) -> int:
+        """Claim one batch and run it; the number of jobs claimed."""
+        now = time.monotonic()
+        rescue = now >= self._next_rescue
+        if rescue:
+            self._next_rescue = now + self._rescue_interval
+        jobs = self.queue.claim(
+            self.kinds, batch=self.batch, lease_seconds=self.lease_seconds, rescue=rescue
+        )
+        if not jobs and not rescue:
+            # Idle: make sure no expired lease is waiting before reporting none.
+            self._next_rescue = now + self._rescue_interval
+            jobs = self.queue.claim(
+                self.kinds, batch=self.batch, lease_seconds=self.lease_seconds, rescue=True
+            )
+        if jobs:
+            self.report.claimed += len(jobs)
+            self._process(jobs)
+        return len(jobs)
+
+    def _poll(self) -> int:
+        done = 0
+        for poller in self.pollers:
+            try:
+                done += poller.poll()
+            except Exception as exc:  # noqa: BLE001 - a poller's failure must not stop the jobs
+                self._log.warning(
+                    "poller_failed", poller=type(poller).__name__, error=error_text(exc)
+                )
+        return done
+
+    def _idle_timeout(self) -> float:
+        waits = [self.queue.next_due_in(self.kinds)]
+        for poller in self.pollers:
+            try:
+                waits.append(poller.next_due_in())
+            except Exception as exc:  # noqa: BLE001 - the poll interval is the fallback
+                self._log.debug(
+                    "poller_unavailable", poller=type(poller).__name__, error=error_text(exc)
+                )
+        due = [wait for wait in waits if wait is not None]
+        return max(0.0, min([self.poll_interval, *due]))
+
+    # -- running jobs ------------------------------------------------------------
+
+    def _process(self, jobs: Sequence[Job]) -> None:
+        with self._guard:
+            self._in_hand.update({job.id: job for job in jobs})
+        done: list[Done] = []
+        try:
+            for index, job in enumerate(jobs):
+                if self.stopping:
+                    self._flush(done)
+                    done = []
+                    self._release(jobs[index:])
+                    return
+                if self._was_lost(job):
+                    continue  # given back while an earlier job of the batch hung
+                try:
+                    result = self._run_one(self.handlers[job.kind], job)
+                except Exception as exc:  # noqa: BLE001 - see _settle_crash
+                    self._settle_crash(job, exc)
+                    continue
+                if isinstance(result, Done):
+                    done.append(result)
+            self._flush(done)
+        finally:
+            with self._guard:
+                for job in jobs:
+                    self._in_hand.pop(job.id, None)
+                    self._lost.discard(job.id)
+
+    def _run_one(self, kind: JobKind, job: Job) -> Done | None:
+        with self._guard:
+            self._running[job.id] = time.monotonic()
+        try:
+            value = kind.handler(job)
+        except Exception as exc:  # noqa: BLE001 - every failure is classified and settled
+            if self._was_lost(job):
+                self._log.warning("result_discarded", job_id=job.id, reason="lease lost")
+                return None
+            self._settle_failure(kind, job, exc)
+            return None
+        finally:
+            with self._guard:
+                self._running.pop(job.id, None)
+        if self._was_lost(job):
+            self._log.warning("result_discarded", job_id=job.id, reason="lease lost while running")
+            return None
+        if isinstance(value, Apply):
+            try:
+                owned, _ = self.queue.complete_with(job, value.apply)
+            except Exception as exc:  # noqa: BLE001 - the effect failed: classify and settle
+                self._settle_failure(kind, job, exc)
+                return None
+            self._count_completion(job, owned)
+            return None
+        return Done(job, value)
+
+    def _settle_crash(self, job: Job, exc: Exception) -> None:
+        # Settling itself failed (the database went away, an effect raised):
+        # the job keeps its lease until it expires and comes back, alone, for
+        # another attempt.  The worker lives on for the other jobs.
+        self._log.error("job_not_settled", job_id=job.id, kind=job.kind, error=error_text(exc))
+
+    def _flush(self, done: Sequence[Done]) -> None:
+        if not done:
+            return
+        try:
+            owned = self.queue.complete(done)
+        except Exception as exc:  # noqa: BLE001 - the leases expire and the jobs come back
+            for item in done:
+                self._settle_crash(item.job, exc)
+            return
+        for item in done:
+            self._count_completion(item.job, item.job.id in owned)
+
+    def _count_completion(self, job: Job, owned: bool) -> None:
+        if owned:
+            self.report.done += 1
+        else:
+            self._lease_lost(job, "completion refused")
+
+    def _settle_failure(self, kind: JobKind, job: Job, exc: Exception) -> None:
+        error = error_text(exc)
+        error_class = kind.classify(exc)
+        log_ = self._log.bind(job_id=job.id, kind=job.kind, attempt=job.attempt, error=error)
+        if error_class == "unknown":
+            self._settle_unknown(kind, job, exc, error)
+            return
+        if error_class == "permanent" or kind.last_attempt(job):
+            reason = (
+                error
+                if error_class == "permanent"
+                else (f"gave up after {job.attempt} attempt(s): {error}")
+            )
+            if self.queue.fail(job, error=reason, error_class=error_class):
+                self.report.dead_lettered += 1
+                log_.warning("job_dead_lettered", error_class=error_class)
+            else:
+                self._lease_lost(job, "dead-lettering refused")
+            return
+        delay = kind.backoff.delay(job.attempt)
+        if self.queue.retry(job, delay=delay, error=error, error_class=error_class):
+            self.report.retried += 1
+            log_.info("job_retry", delay_s=round(delay, 3), next_attempt=job.attempt + 1)
+        else:
+            self._lease_lost(job, "retry refused")
+
+    def _settle_unknown(self, kind: JobKind, job: Job, exc: Exception, error: str) -> None:
+        self.report.unknown += 1
+        if kind.on_unknown is None:
+            if self.queue.fail(job, error=f"outcome unknown: {error}", error_class="unknown"):
+                self.report.dead_lettered += 1
+                self._log.warning("job_outcome_unknown", job_id=job.id, handed_to="dead letters")
+            else:
+                self._lease_lost(job, "dead-lettering refused")
+            return
+        handler = kind.on_unknown
+
+        def hand_over(tx: Tx) -> dict[str, Any]:
+            from steps.errors import StepError  # noqa: PLC0415 - local to the rare path
+
+            step_error = exc if isinstance(exc, StepError) else StepError(error)
+            handler(tx, job, step_error)
+            return {"outcome": "unknown", "error": error}
+
+        owned, _ = self.queue.complete_with(job, hand_over)
+        if owned:
+            self._log.warning("job_outcome_unknown", job_id=job.id, handed_to="saga")
+        else:
+            self._lease_lost(job, "hand-over refused")
+
+    def _release(self, jobs: Sequence[Job]) -> None:
+        released = self.queue.release(jobs)
+        self.report.released += len(released)
+        self._log.info("jobs_released", count=len(released))
+
+    def _lease_lost(self, job: Job, what: str) -> None:
+        self.report.lost_leases += 1
+        self._log.warning(
+            "lease_lost",
+            job_id=job.id,
+            kind=job.kind,
+            attempt=job.attempt,
+            detail=f"{what}: the lease expired or passed to another worker",
+        )
+
+    def _was_lost(self, job: Job) -> bool:
+        with self._guard:
+            return job.id in self._lost
+
+    # -- heartbeat and wake-ups --------------------------------------------------
+
+    @contextlib.contextmanager
+    def _heartbeat(self) -> Iterator[None]:
+        done = threading.Event()
+        thread = threading.Thread(
+            target=self._beat, args=(done,), name="saga-heartbeat", daemon=True
+        )
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join(timeout=self.lease_seconds)
+
+    def _beat(self, done: threading.Event) -> None:
+        # Wake often enough to notice an attempt that ran past its timeout;
+        # renew leases every third of their length.
+        tick = min(self.lease_seconds / 3, 1.0)
+        renew_every = self.lease_seconds / 3
+        last_renewal = time.monotonic()
+        while not done.wait(tick):
+            try:
+                self._time_out_hung()
+            except Exception as exc:  # noqa: BLE001 - the next beat tries again
+                self._log.warning("timeout_check_failed", error=error_text(exc))
+            if time.monotonic() - last_renewal < renew_every:
+                continue
+            last_renewal = time.monotonic()
+            with self._guard:
+                jobs = [job for job in self._in_hand.values() if job.id not in self._lost]
+            if not jobs:
+                continue
+            try:
+                owned = self.queue.extend(jobs, lease_seconds=self.lease_seconds)
+            except Exception as exc:  # noqa: BLE001 - the next beat tries again
+                self._log.warning("heartbeat_failed", error=error_text(exc))
+                continue
+            lost = [job for job in jobs if job.id not in owned]
+            with self._guard:
+                self._lost.update(job.id for job in lost)
+            for job in lost:
+                self._lease_lost(job, "lease extension refused")
+
+    def _time_out_hung(self) -> None:
+        """Fail attempts that ran past their kind's timeout; give their batch back."""
+        now = time.monotonic()
+        with self._guard:
+            hung = [
+                (self._in_hand[job_id], started)
+                for job_id, started in self._running.items()
+                if job_id in self._in_hand
+                and job_id not in self._lost
+                and now - started > self.handlers[self._in_hand[job_id].kind].timeout_seconds
+            ]
+            stuck = [
+                job_id
+                for job_id, started in self._running.items()
+                if job_id in self._lost
+                and job_id in self._in_hand
+                and now - started > 2 * self.handlers[self._in_hand[job_id].kind].timeout_seconds
+            ]
+        for job, started in hung:
+            self._time_out(job, now - started)
+        if stuck and self.exit_when_stuck:
+            # The handler ignores its timeout and holds this process: end it,
+            # so that the supervisor starts a fresh one.  Its job was already
+            # settled as timed out; nothing it does later can be committed.
+            self._log.error("worker_stuck", job_ids=stuck, exit_code=EXIT_STUCK)
+            os._exit(EXIT_STUCK)
+
+    def _time_out(self, job: Job, ran: float) -> None:
+        kind = self.handlers[job.kind]
+        with self._guard:
+            self._lost.add(job.id)
+            waiting = [
+                other
+                for other in self._in_hand.values()
+                if other.id not in self._running and other.id not in self._lost
+            ]
+            self._lost.update(other.id for other in waiting)
+        self.report.timed_out += 1
+        error = f"timed out: the attempt ran {ran:.1f} s, longer than {kind.timeout_seconds:g} s"
+        if kind.last_attempt(job):
+            settled = self.queue.fail(job, error=error, error_class="timed_out")
+        else:
+            delay = kind.backoff.delay(job.attempt)
+            settled = self.queue.retry(job, delay=delay, error=error, error_class="timed_out")
+        self._log.warning(
+            "job_timed_out",
+            job_id=job.id,
+            kind=job.kind,
+            attempt=job.attempt,
+            seconds=round(ran, 1),
+            settled=settled,
+        )
+        if waiting:
+            # The rest of the batch waits behind the hung handler: give it back.
+            released = self.queue.release(waiting)
+            self.report.released += len(released)
+
+    @contextlib.contextmanager
+    def _listener(self) -> Iterator[Any]:
+        if not self.listen:
+            yield self._stopping.wait
+            return
+        listener = _Listener(
+            self.db.url.set(drivername="postgresql").render_as_string(hide_password=False),
+            stopping=self._stopping,
+            log=self._log,
+        )
+        try:
+            yield listener.wait
+        finally:
+            listener.close()
+
+
+class _Listener:
+    """
+    ``LISTEN saga_jobs`` on a connection of its own, with polling as the fallback.
+
+    A dropped connection (a restarted server, ``pg_terminate_backend``) is
+    logged and reconnected on the next wait; until then the worker polls, so
+    it never dies for want of a notification.
+    """
+
+    def __init__(self, conninfo: str, *, stopping: threading.Event, log: Any) -> None:
+        self.conninfo = conninfo
+        self.stopping = stopping
+        self.log = log
+        self.conn: psycopg.Connection[Any] | None = None
+        self._connect()
+
+    def _connect(self) -> None:
+        try:
+            conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10)
+            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
+        except psycopg.Error as exc:
+            self.log.warning("listen_unavailable", error=str(exc).strip(), fallback="polling")
+            self.conn = None
+            return
+        self.conn = conn
+
+    def wait(self, timeout: float) -> None:
+        """Wake on the first notification, or after ``timeout``; a stop is seen within 1 s."""
+        if self.conn is None:
+            self._connect()
+        deadline = time.monotonic() + timeout
+        while not self.stopping.is_set():
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return
+            if self.conn is None:
+                self.stopping.wait(min(1.0, remaining))
+                continue
+            try:
+                notified = any(
+                    True for _ in self.conn.notifies(timeout=min(1.0, remaining), stop_after=1)
+                )
+            except psycopg.Error as exc:
+                self.log.warning("listen_lost", error=str(exc).strip(), fallback="polling")
+                self.close()
+                return  # poll now: work may have come while the connection was down
+            if notified:
+                return
+
+    def close(self) -> None:
+        """Close the listening connection, if any."""
+        if self.conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self.conn.close()
+            self.conn = None

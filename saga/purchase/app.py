@@ -1,0 +1,180 @@
+"""
+The purchase of a seat of a paid intensive, as an application of the engine.
+
+It brings the purchase saga with its hooks (seats, reconciliation items,
+late payment checks, expiry answers) and the steps running its actions; job
+kinds of its own (payment checks, the reconciliation checker); the sandbox
+provider's webhooks for the workers to deliver; its invariants; and the
+services its commands use (``engine.catalogue``, ``engine.purchases``,
+``engine.inbox``, ``engine.payments`` with the provider).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any, Final
+
+from saga.core.app import Application, Lazy
+from saga.core.recon import ReconHook
+from saga.core.sagas import Registry
+from saga.purchase.catalogue import Catalogue
+from saga.purchase.inbox import Inbox
+from saga.purchase.purchases import Purchases, SeatHook
+from saga.purchase.recon import PURCHASE_RECON, Checker, PaymentJudge
+from saga.purchase.steps import (
+    ExpiryAnswerHook,
+    LatePaymentHook,
+    PurchaseSteps,
+    hold_expiry_payload,
+)
+from state_machine.purchase import PURCHASE
+
+if TYPE_CHECKING:
+    from saga.core.handlers import JobKind
+    from saga.core.invariants import Invariant
+    from saga.core.pollers import Poller
+    from saga.core.records import SagaRecord
+    from saga.core.sagas import Context
+    from saga.purchase.sandbox import Sandbox
+    from steps import PaymentProvider
+
+SANDBOX_URL_ENV: Final = "SAGA_SANDBOX_DATABASE_URL"
+# Steps queued by the purchase's own code, not by entering a state.
+_OWN_STEPS: Final = frozenset({"purchase.check_payment"})
+
+
+class Payments:
+    """
+    The purchase's payment provider: the one given, else the sandbox, opened on first use.
+
+    Args:
+        engine: the engine whose database the sandbox's location derives from.
+        sandbox_url: the sandbox's own database (default ``$SAGA_SANDBOX_DATABASE_URL``,
+            else derived from the engine's).
+        provider: a real provider to use instead of the sandbox.
+
+    """
+
+    def __init__(
+        self, engine: Context, *, sandbox_url: str | None, provider: PaymentProvider | None
+    ) -> None:
+        self._engine = engine
+        self._sandbox_url = sandbox_url
+        self._provider = provider
+        self._sandbox: Sandbox | None = None
+
+    @property
+    def custom(self) -> bool:
+        """Whether a provider other than the sandbox was given."""
+        return self._provider is not None
+
+    @property
+    def sandbox_url(self) -> str:
+        """The sandbox provider's database URL."""
+        from saga.purchase.sandbox import sandbox_url_for  # noqa: PLC0415 - the sandbox loads lazily
+
+        return (
+            self._sandbox_url
+            or os.environ.get(SANDBOX_URL_ENV)
+            or sandbox_url_for(self._engine.db.url.render_as_string(hide_password=False))
+        )
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The sandbox payment provider, opened on first use."""
+        if self._sandbox is None:
+            from saga.purchase.sandbox import Sandbox  # noqa: PLC0415 - opened only when needed
+
+            if not self._engine.create:
+                self._engine.db.require_file()  # the engine's own file is missing: name it
+            self._sandbox = Sandbox(self.sandbox_url, create=self._engine.create)
+        return self._sandbox
+
+    @property
+    def provider(self) -> PaymentProvider:
+        """The payment provider: the one given, else the sandbox."""
+        return self._provider if self._provider is not None else self.sandbox
+
+    def provider_getter(self) -> PaymentProvider:
+        """The payment provider, looked up when needed."""
+        return self.provider
+
+    def close(self) -> None:
+        """Release the sandbox's connections."""
+        if self._sandbox is not None:
+            self._sandbox.close()
+
+
+def _payments(engine: Context) -> Payments:
+    payments: Payments = engine.payments
+    return payments
+
+
+def purchase_app() -> Application:
+    """The purchase application, with its saga registered afresh."""
+    policy = PURCHASE_RECON
+    registry = Registry()
+
+    def steps(engine: Context) -> list[JobKind]:
+        kinds = PurchaseSteps(engine.db, engine.registry, _payments(engine).provider_getter)
+        return [kind for kind in kinds.kinds() if kind.name not in _OWN_STEPS]
+
+    def own_jobs(engine: Context) -> list[JobKind]:
+        provider = _payments(engine).provider_getter
+        kinds = PurchaseSteps(engine.db, engine.registry, provider).kinds()
+        return [
+            *(kind for kind in kinds if kind.name in _OWN_STEPS),
+            Checker(engine.db, engine.registry, provider, policy).kind(),
+        ]
+
+    def expiry(engine: Context, saga: SagaRecord, event: str) -> dict[str, Any]:
+        return hold_expiry_payload(engine.db, _payments(engine).provider, saga, event)
+
+    def pollers(engine: Context) -> list[Poller]:
+        from saga.purchase.webhooks import SandboxWebhooks  # noqa: PLC0415 - only workers poll
+
+        return [] if _payments(engine).custom else [SandboxWebhooks(engine)]
+
+    def invariants(engine: Context) -> list[Invariant]:
+        from saga.purchase.verify import purchase_invariants  # noqa: PLC0415 - verify only
+
+        return purchase_invariants(engine)
+
+    def services(engine: Context) -> dict[str, Any]:
+        payments = Payments(
+            engine,
+            sandbox_url=engine.options.get("sandbox_url"),
+            provider=engine.options.get("provider"),
+        )
+        return {
+            "payments": payments,
+            "sandbox": Lazy(lambda: payments.sandbox),
+            "sandbox_url": Lazy(lambda: payments.sandbox_url),
+            "provider": Lazy(lambda: payments.provider),
+            "provider_getter": payments.provider_getter,
+            "catalogue": Catalogue(engine.db),
+            "purchases": Purchases(engine.db, engine.sagas),
+            "inbox": Inbox(engine.db, engine.registry, payments.provider_getter),
+            "judge": PaymentJudge(engine.db, payments.provider_getter),
+        }
+
+    registry.register(
+        PURCHASE,
+        hooks=[
+            SeatHook(),
+            ExpiryAnswerHook(),
+            ReconHook(policy),
+            LatePaymentHook(2 * policy.first_check_seconds),
+        ],
+        timeout_payload=expiry,
+        steps=steps,
+    )
+    return Application(
+        name="purchase",
+        registry=registry,
+        jobs=own_jobs,
+        pollers=pollers,
+        invariants=invariants,
+        services=services,
+        recon=policy,
+    )

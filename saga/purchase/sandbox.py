@@ -1,0 +1,438 @@
+"""
+The sandbox payment provider: a stand-in for a real one, failing like real ones do.
+
+Its test payment methods (DESIGN.md §4) behave like test cards.  It keeps
+its ledger in its own database (a sibling SQLite file, or a schema of its
+own on PostgreSQL) through its own connection, never inside an engine
+transaction, and honours idempotency keys like real providers: the same key
+replays the first answer; the same key with other parameters is refused.
+Its webhooks wait in its ledger until a worker delivers them to the
+engine's inbox.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import uuid
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from saga.core.codec import digest, load_json
+from saga.core.db import Database, normalize_url
+from saga.core.sqlfiles import sandbox_schema, split_statements
+from saga.exceptions import DatabaseMissing
+from steps import OutcomeUnknown, PaymentMethod, PermanentError, ProviderPayment, ProviderRefund
+
+if TYPE_CHECKING:
+    from sqlalchemy.engine import RowMapping
+
+    from saga.core.db import Tx
+
+_SCHEMA: Final = re.compile(r"search_path=([A-Za-z_][A-Za-z0-9_]*)")
+_SETUP_LOCK: Final = 0x5A6A_0002
+DEFAULT_SCHEMA: Final = "saga_sandbox"
+# What pm_amount_mismatch charges on top of the asked amount, in minor units.
+MISMATCH_EXTRA: Final = 100
+# How long a pm_stale_failure_first charge stays pending before it succeeds.
+SETTLE_SECONDS: Final = 1.0
+
+
+def sandbox_url_for(engine_url: str) -> str:
+    """
+    The sandbox's database, derived from the engine's.
+
+    SQLite: a sibling file (``saga.db`` → ``saga.sandbox.db``).  PostgreSQL:
+    the same database, in a schema of its own (``<engine schema>_sandbox``,
+    or ``saga_sandbox``).
+    """
+    url = normalize_url(engine_url)
+    if url.get_backend_name() == "sqlite":
+        path = url.database or "saga.db"
+        stem, dot, suffix = path.rpartition(".")
+        sandbox = f"{stem}.sandbox.{suffix}" if dot and "/" not in suffix else f"{path}.sandbox"
+        return url.set(database=sandbox).render_as_string(hide_password=False)
+    options = str(url.query.get("options", ""))
+    match = _SCHEMA.search(options)
+    schema = f"{match.group(1)}_sandbox" if match else DEFAULT_SCHEMA
+    return url.update_query_dict({"options": f"-csearch_path={schema}"}).render_as_string(
+        hide_password=False
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Webhook:
+    """A webhook waiting for delivery."""
+
+    id: int
+    event_id: str
+    type: str
+    body: dict[str, Any]
+
+
+class Sandbox:
+    """
+    The sandbox provider; implements :class:`steps.PaymentProvider`.
+
+    Args:
+        url: its own database (see :func:`sandbox_url_for`).
+
+    """
+
+    def __init__(self, url: str, *, pool_size: int = 3, create: bool = True) -> None:
+        self.url = url
+        self.db = Database(
+            url,
+            pool_size=pool_size,
+            application_name="saga-sandbox",
+            component="sandbox",
+            field="sandbox_db",
+        )
+        self.db.before_first_use(self._create if create else self._require)
+
+    def close(self) -> None:
+        """Release its connections."""
+        self.db.dispose()
+
+    def _create(self) -> None:
+        self.db.create_schema()
+
+        def work(tx: Tx) -> None:
+            tx.run("lock_setup", key=_SETUP_LOCK)
+            tx.script(split_statements(sandbox_schema(tx.dialect)))
+
+        self.db.transaction(work)
+
+    def _require(self) -> None:
+        """Refuse a sandbox ledger that does not exist (reads never create one)."""
+        self.db.require_file()
+        if not self.db.transaction(lambda tx: tx.scalar("ledger_exists"), write=False):
+            where = self.db.search_path_schema or self.url
+            raise DatabaseMissing(path=f"{where} (no sandbox ledger there)", field="sandbox_db")
+
+    # -- payments ---------------------------------------------------------------------
+
+    def create_payment(
+        self, *, key: str, amount_minor: int, currency: str, method: str, reference: str
+    ) -> ProviderPayment:
+        """Charge under ``key``, the way ``method`` tells the sandbox to."""
+        params = digest(
+            {
+                "amount_minor": amount_minor,
+                "currency": currency,
+                "method": method,
+                "reference": reference,
+            }
+        )
+        if method == PaymentMethod.TIMEOUT_BEFORE_CHARGE:
+            raise OutcomeUnknown(
+                "sandbox: the create call timed out before anything happened",
+                evidence={"sent": {"key": key, "amount_minor": amount_minor, "currency": currency}},
+            )
+
+        def work(tx: Tx) -> tuple[ProviderPayment, bool]:
+            existing = tx.one("charge_by_key", key=key)
+            if existing is not None:
+                return _checked(existing, params, key), False
+            status, charged = _charge_outcome(method, amount_minor)
+            payment_id = f"pay_{uuid.uuid4().hex[:20]}"
+            inserted = tx.one(
+                "insert_charge",
+                payment_id=payment_id,
+                key=key,
+                params_digest=params,
+                reference=reference,
+                method=method,
+                amount_minor=amount_minor,
+                charged_minor=charged,
+                currency=currency,
+                status=status,
+            )
+            if inserted is None:  # a concurrent call with the same key won
+                row = tx.one("charge_by_key", key=key)
+                row = _must(row)
+                return _checked(row, params, key), False
+            row = tx.one("charge_by_key", key=key)
+            row = _must(row)
+            payment = _payment(row)
+            self._announce_charge(tx, payment, method, reference)
+            return payment, True
+
+        payment, created = self.db.transaction(work)
+        if created and method == PaymentMethod.TIMEOUT_AFTER_CHARGE:
+            raise OutcomeUnknown(
+                "sandbox: the create call timed out after the charge",
+                evidence={"sent": {"key": key, "amount_minor": amount_minor, "currency": currency}},
+            )
+        return payment
+
+    def _announce_charge(
+        self, tx: Tx, payment: ProviderPayment, method: str, reference: str
+    ) -> None:
+        if payment.status == "pending" and method != PaymentMethod.STALE_FAILURE_FIRST:
+            return
+        kind = "payment.succeeded" if payment.status == "succeeded" else "payment.failed"
+        body = _payment_body(payment, reference)
+        event_id = f"evt_{uuid.uuid4().hex[:20]}"
+        copies = 2 if method == PaymentMethod.DUPLICATE_WEBHOOKS else 1
+        for _ in range(copies):
+            _queue(tx, event_id, kind, body, delay=0.0)
+        if method == PaymentMethod.STALE_FAILURE_FIRST:
+            # A failure about an earlier attempt arrives at once, before the
+            # charge settles; the success follows when it does.
+            stale = {**body, "status": "failed", "created_order": 0}
+            _queue(tx, f"evt_{uuid.uuid4().hex[:20]}", "payment.failed", stale, delay=0.0)
+            settled = {**body, "status": "succeeded", "amount_minor": payment.amount_minor}
+            _queue(
+                tx,
+                f"evt_{uuid.uuid4().hex[:20]}",
+                "payment.succeeded",
+                settled,
+                delay=SETTLE_SECONDS,
+            )
+            return
+        if method == PaymentMethod.OUT_OF_ORDER_WEBHOOKS:
+            # An older event about an earlier, declined attempt arrives after
+            # the success: it must not make the purchase regress.
+            stale = {**body, "status": "failed", "created_order": 0}
+            _queue(tx, f"evt_{uuid.uuid4().hex[:20]}", "payment.failed", stale, delay=0.3)
+
+    def payment_status(self, *, key: str) -> ProviderPayment | None:
+        """The payment made under ``key``, or ``None``."""
+
+        def work(tx: Tx) -> RowMapping | None:
+            _settle_due(tx)
+            return tx.one("charge_by_key", key=key)
+
+        row = self.db.transaction(work)
+        return None if row is None else _payment(row)
+
+    def cancel_payment(self, *, key: str) -> ProviderPayment | None:
+        """
+        Cancel a payment that has not succeeded.
+
+        A ``pm_late`` payment cannot be stopped any more: the cancellation is
+        accepted as a request (the answer still says ``pending``), and the
+        transfer completes right after, with its success webhook.
+        """
+
+        def work(tx: Tx) -> ProviderPayment | None:
+            _settle_due(tx)
+            row = tx.one("lock_charge", key=key)
+            if row is None or row["status"] != "pending":
+                return None if row is None else _payment(row)
+            payment = _payment(row)
+            if row["method"] == PaymentMethod.LATE:
+                tx.run(
+                    "set_charge_status",
+                    payment_id=payment.payment_id,
+                    from_status="pending",
+                    to_status="succeeded",
+                    charged_minor=payment.amount_minor,
+                )
+                done = tx.one("charge_by_id", payment_id=payment.payment_id)
+                done = _must(done)
+                _queue(
+                    tx,
+                    f"evt_{uuid.uuid4().hex[:20]}",
+                    "payment.succeeded",
+                    _payment_body(_payment(done), row["reference"]),
+                    delay=0.2,
+                )
+                return payment
+            tx.run(
+                "set_charge_status",
+                payment_id=payment.payment_id,
+                from_status="pending",
+                to_status="cancelled",
+                charged_minor=None,
+            )
+            cancelled = tx.one("charge_by_id", payment_id=payment.payment_id)
+            return None if cancelled is None else _payment(cancelled)
+
+        return self.db.transaction(work)
+
+    # -- refunds ----------------------------------------------------------------------
+
+    def refund(self, *, key: str, payment_id: str, amount_minor: int) -> ProviderRefund:
+        """Refund under ``key``; ``pm_refund_fails`` declines, ``pm_refund_timeout`` times out."""
+        params = digest({"payment_id": payment_id, "amount_minor": amount_minor})
+
+        def work(tx: Tx) -> tuple[ProviderRefund, bool, str]:
+            _settle_due(tx)
+            existing = tx.one("refund_by_key", key=key)
+            if existing is not None:
+                if existing["params_digest"] != params:
+                    raise PermanentError(
+                        f"sandbox: refund key {key!r} reused with other parameters"
+                    )
+                charge = tx.one("charge_by_id", payment_id=payment_id)
+                return _refund(existing), False, "" if charge is None else charge["method"]
+            charge = tx.one("charge_by_id", payment_id=payment_id)
+            if charge is None or charge["status"] != "succeeded":
+                raise PermanentError(f"sandbox: payment {payment_id} has no money to refund")
+            already = int(tx.scalar("refunded_minor", payment_id=payment_id) or 0)
+            if already + amount_minor > int(charge["charged_minor"] or 0):
+                raise PermanentError(f"sandbox: refund of {amount_minor} exceeds what is left")
+            method = charge["method"]
+            status = "failed" if method == PaymentMethod.REFUND_FAILS else "succeeded"
+            refund_id = f"re_{uuid.uuid4().hex[:20]}"
+            if (
+                tx.one(
+                    "insert_refund",
+                    refund_id=refund_id,
+                    key=key,
+                    params_digest=params,
+                    payment_id=payment_id,
+                    amount_minor=amount_minor,
+                    status=status,
+                )
+                is None
+            ):
+                row = tx.one("refund_by_key", key=key)
+                row = _must(row)
+                return _refund(row), False, method
+            row = tx.one("refund_by_key", key=key)
+            row = _must(row)
+            refund = _refund(row)
+            kind = "refund.succeeded" if status == "succeeded" else "refund.failed"
+            _queue(
+                tx,
+                f"evt_{uuid.uuid4().hex[:20]}",
+                kind,
+                {
+                    "payment_id": payment_id,
+                    "refund_id": refund_id,
+                    "amount_minor": amount_minor,
+                    "currency": charge["currency"],
+                    "reference": charge["reference"],
+                },
+                delay=0.0,
+            )
+            return refund, True, method
+
+        refund, created, method = self.db.transaction(work)
+        if created and method == PaymentMethod.REFUND_TIMEOUT:
+            raise OutcomeUnknown(
+                "sandbox: the refund call timed out after the refund was made",
+                evidence={
+                    "sent": {"key": key, "payment_id": payment_id, "amount_minor": amount_minor}
+                },
+            )
+        return refund
+
+    def refund_status(self, *, key: str) -> ProviderRefund | None:
+        """The refund made under ``key``, or ``None``."""
+        row = self.db.transaction(lambda tx: tx.one("refund_by_key", key=key), write=False)
+        return None if row is None else _refund(row)
+
+    # -- webhooks and ledger ----------------------------------------------------------
+
+    def take_webhooks(self, *, limit: int = 50, lease_seconds: float = 30.0) -> list[Webhook]:
+        """Due webhooks, leased to the caller until it marks them delivered."""
+        rows = self.db.transaction(
+            lambda tx: tx.all("claim_webhooks", limit=limit, lease_seconds=lease_seconds)
+        )
+        return [
+            Webhook(
+                id=int(r["id"]), event_id=r["event_id"], type=r["type"], body=load_json(r["body"])
+            )
+            for r in rows
+        ]
+
+    def delivered(self, webhook: Webhook) -> None:
+        """The engine's inbox has ``webhook``."""
+        self.db.transaction(lambda tx: tx.run("mark_webhook_delivered", id=webhook.id))
+
+    def next_webhook_in(self) -> float | None:
+        """Seconds until the next webhook is due; ``None`` if none waits."""
+        value = self.db.transaction(lambda tx: tx.scalar("next_webhook_in"), write=False)
+        return None if value is None else float(value)
+
+    def ledger(self) -> dict[str, list[dict[str, Any]]]:
+        """Every charge and refund, as the contract's ``saga sandbox ledger`` shows them."""
+
+        def work(tx: Tx) -> dict[str, list[dict[str, Any]]]:
+            _settle_due(tx)
+            return {
+                "charges": [dict(row) for row in tx.all("ledger_charges")],
+                "refunds": [dict(row) for row in tx.all("ledger_refunds")],
+            }
+
+        return self.db.transaction(work)
+
+
+def _settle_due(tx: Tx) -> None:
+    """Charges that settle after a delay succeed once it has passed (read lazily)."""
+    tx.run(
+        "settle_due_charges",
+        method=PaymentMethod.STALE_FAILURE_FIRST.value,
+        settle_seconds=SETTLE_SECONDS,
+    )
+
+
+def _must(row: RowMapping | None) -> RowMapping:
+    """A row the statement before guarantees (inserted, updated or in conflict)."""
+    if row is None:
+        msg = "sandbox ledger row vanished inside its own transaction"
+        raise RuntimeError(msg)
+    return row
+
+
+def _charge_outcome(method: str, amount_minor: int) -> tuple[str, int | None]:
+    if method == PaymentMethod.DECLINED:
+        return "failed", None
+    if method in (PaymentMethod.LATE, PaymentMethod.STALE_FAILURE_FIRST):
+        return "pending", None
+    if method == PaymentMethod.AMOUNT_MISMATCH:
+        return "succeeded", amount_minor + MISMATCH_EXTRA
+    return "succeeded", amount_minor
+
+
+def _checked(row: RowMapping, params: str, key: str) -> ProviderPayment:
+    if row["params_digest"] != params:
+        raise PermanentError(
+            f"sandbox: idempotency key {key!r} was already used with other parameters"
+        )
+    return _payment(row)
+
+
+def _payment(row: RowMapping) -> ProviderPayment:
+    return ProviderPayment(
+        payment_id=row["payment_id"],
+        key=row["key"],
+        status=row["status"],
+        amount_minor=int(row["amount_minor"]),
+        charged_minor=None if row["charged_minor"] is None else int(row["charged_minor"]),
+        currency=row["currency"],
+    )
+
+
+def _refund(row: RowMapping) -> ProviderRefund:
+    return ProviderRefund(
+        refund_id=row["refund_id"],
+        key=row["key"],
+        payment_id=row["payment_id"],
+        amount_minor=int(row["amount_minor"]),
+        status=row["status"],
+    )
+
+
+def _payment_body(payment: ProviderPayment, reference: str) -> dict[str, Any]:
+    return {
+        "payment_id": payment.payment_id,
+        "amount_minor": payment.charged_minor,
+        "currency": payment.currency,
+        "reference": reference,
+        "status": payment.status,
+    }
+
+
+def _queue(tx: Tx, event_id: str, kind: str, body: dict[str, Any], *, delay: float) -> None:
+    tx.run(
+        "queue_webhook",
+        event_id=event_id,
+        type=kind,
+        body=json.dumps({**body, "event_id": event_id, "type": kind}),
+        delay_seconds=delay,
+    )
