@@ -19,6 +19,7 @@ from saga.core.backoff import Backoff
 from saga.core.db import Database, Tx
 from saga.core.engine import Engine, default_registry
 from saga.core.handlers import Apply, Handlers, JobKind, Step
+from saga.core.inbox import Message, Route, by_saga_id
 from saga.core.invariants import Invariant
 from saga.core.jobs import NewJob
 from saga.core.queue import Job, Queue
@@ -42,11 +43,13 @@ __all__ = [
     "Job",
     "JobKind",
     "Machine",
+    "Message",
     "NewJob",
     "OutcomeUnknown",
     "PermanentError",
     "Queue",
     "Registry",
+    "Route",
     "SagaError",
     "SagaHook",
     "SagaRecord",
@@ -61,6 +64,7 @@ __all__ = [
     "TransitionRecord",
     "Tx",
     "Worker",
+    "by_saga_id",
     "default_registry",
     "exceptions",
     "fire_in",

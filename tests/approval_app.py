@@ -2,7 +2,18 @@
 
 from __future__ import annotations
 
-from saga import Application, Machine, Registry, State, Step, Timeout, Transition, guard
+from saga import (
+    Application,
+    Machine,
+    Registry,
+    Route,
+    State,
+    Step,
+    Timeout,
+    Transition,
+    by_saga_id,
+    guard,
+)
 
 
 @guard
@@ -40,4 +51,13 @@ def notify_reviewer(job):
 
 registry = Registry()
 registry.register(approval, steps={"notify_reviewer": Step(notify_reviewer, max_attempts=5)})
-app = Application(name="approvals", registry=registry)
+# The e-signature service tells us when a document was signed (or refused).
+ROUTES = (
+    Route(
+        source="esign", type="document.signed", correlate=by_saga_id("reference"), event="approve"
+    ),
+    Route(
+        source="esign", type="document.refused", correlate=by_saga_id("reference"), event="reject"
+    ),
+)
+app = Application(name="approvals", registry=registry, routes=ROUTES)

@@ -27,6 +27,7 @@ from saga.core.sagas import Context, Registry
 from saga.exceptions import ApplicationError, InvalidInput
 
 if TYPE_CHECKING:
+    from saga.core.inbox import Route
     from saga.core.invariants import Invariant
     from saga.core.pollers import Poller
 
@@ -70,6 +71,8 @@ class Application:
         jobs: job kinds of its own, built for an engine (queued by its code).
         pollers: what workers look at besides the queue, built for an engine.
         invariants: its rules for ``saga verify``, checked for an engine.
+        routes: its inbox routes: a message of a source and a type, correlated to
+            a saga, becomes a saga event (``engine.messages.deliver``).
         recon: its reconciliation policy: the state meaning "outcome unknown",
             the operators' outcomes and their events, the checker's job kind.
         services: named objects its commands and users reach as attributes of
@@ -85,6 +88,7 @@ class Application:
     invariants: InvariantsFactory = _nothing
     services: ServicesFactory = _no_services
     recon: ReconPolicy = field(default_factory=ReconPolicy)
+    routes: tuple[Route, ...] = ()
 
     def step_kinds(self, engine: Context) -> list[JobKind]:
         """The job kinds running the actions of its sagas."""
@@ -103,6 +107,11 @@ class Application:
         found += [f"job kind {name!r} is declared {n} times" for name, n in seen.items() if n > 1]
         own = {kind.name for kind in self.jobs(engine)}
         events = {t.event for saga_type in self.registry for t in saga_type.machine.transitions}
+        found += [
+            f"inbox route {route.source}/{route.type} fires {route.event!r}, which no saga declares"
+            for route in self.routes
+            if route.event not in events
+        ]
         found += [
             f"reconciliation outcome {outcome!r} fires {event!r}, which no saga declares"
             for outcome, event in self.recon.outcomes.items()
@@ -145,6 +154,7 @@ class Application:
             invariants=self.invariants,
             services=self.services,
             recon=self.recon,
+            routes=self.routes,
         )
 
 

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Final
 from saga.core import migrate as _migrate
 from saga.core.app import Application, Lazy, default_app
 from saga.core.db import DEFAULT_URL, Database
+from saga.core.inbox import Inbox
 from saga.core.instances import Instances
 from saga.core.recon_desk import Reconciliation
 from saga.core.sagas import Registry, Sagas
@@ -83,6 +84,7 @@ class Engine:
         self.options: dict[str, Any] = {"sandbox_url": sandbox_url, "provider": provider}
         self.sagas = Sagas(self.db, self.registry)
         self.instances = Instances(self.db, self.registry, self.sagas)
+        self.messages = Inbox(self.db, self.registry, app.routes)
         self._services = dict(app.services(self))
         self.recon = Reconciliation(self.db, self.registry, self._services.get("judge"), app.recon)
         app.check(self)

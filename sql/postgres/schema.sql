@@ -324,3 +324,32 @@ CREATE TABLE external_movements (
     CONSTRAINT external_movements_amount_positive CHECK (amount_minor > 0)
 );
 CREATE INDEX external_movements_by_saga ON external_movements (saga_id);
+
+-- The engine's inbox, for any application's messages: deduplicated by
+-- (source, event id) in the transaction of their effect.
+CREATE TABLE inbox_messages (
+    source        text NOT NULL,
+    event_id      text NOT NULL,
+    type          text NOT NULL,
+    digest        text NOT NULL,
+    payload       jsonb NOT NULL,
+    saga_id       text REFERENCES sagas (id),
+    outcome       text NOT NULL,
+    detail        text,
+    received_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (source, event_id),
+    CONSTRAINT inbox_messages_outcome_known CHECK (
+        outcome IN ('applied', 'absorbed', 'not_applicable', 'unmatched')
+    )
+);
+CREATE INDEX inbox_messages_by_saga ON inbox_messages (saga_id) WHERE saga_id IS NOT NULL;
+
+CREATE TABLE inbox_message_conflicts (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    source       text NOT NULL,
+    event_id     text NOT NULL,
+    digest       text NOT NULL,
+    payload      jsonb NOT NULL,
+    received_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    FOREIGN KEY (source, event_id) REFERENCES inbox_messages (source, event_id)
+);
