@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from saga.cli.common import (
     EXIT_CONFLICT,
@@ -14,8 +13,8 @@ from saga.cli.common import (
     add_common_options,
     open_engine,
 )
+from saga.core import validation
 from saga.core.inbox import Message
-from saga.exceptions import InvalidInput
 
 if TYPE_CHECKING:
     import argparse
@@ -42,7 +41,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _deliver(args: argparse.Namespace, out: Output) -> int:
     message = Message(
-        source=args.source, event_id=args.event_id, type=args.type, payload=_json(args.payload)
+        source=args.source,
+        event_id=args.event_id,
+        type=args.type,
+        payload=validation.json_object("payload", args.payload),
     )
     with open_engine(args) as engine:
         delivery = engine.messages.deliver(message)
@@ -59,15 +61,3 @@ def _deliver(args: argparse.Namespace, out: Output) -> int:
         out.error(f"message {delivery.source}/{delivery.event_id}: {delivery.detail}")
         return EXIT_NOT_FOUND
     return EXIT_OK
-
-
-def _json(text: str | None) -> dict[str, Any]:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(field="payload", problem=f"not JSON: {exc.msg}") from exc
-    if not isinstance(value, dict):
-        raise InvalidInput(field="payload", problem="must be a JSON object")
-    return value

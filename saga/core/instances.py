@@ -12,7 +12,6 @@ event.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -147,7 +146,7 @@ class Instances:
         _validation.identifier("event", event)
         actor = _validation.identifier("actor", actor)
         reason = _validation.text("reason", reason)
-        data = _payload(payload)
+        data = _validation.json_object("payload", payload)
         fired: Fired = self.sagas.fire(
             saga_id, event, payload=data, actor=f"operator:{actor}", cause=reason
         )
@@ -160,15 +159,3 @@ class Instances:
     def cancel(self, saga_id: str, *, actor: str, reason: str) -> Fired:
         """Fire the kind's declared ``cancel`` event."""
         return self.fire(saga_id, CANCEL_EVENT, payload=None, actor=actor, reason=reason)
-
-
-def _payload(text: str | None) -> dict[str, Any]:
-    if text is None:
-        return {}
-    try:
-        value = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInput(field="payload", problem=f"not JSON: {exc.msg}") from exc
-    if not isinstance(value, dict):
-        raise InvalidInput(field="payload", problem="must be a JSON object")
-    return value

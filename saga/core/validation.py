@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import re
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from saga.exceptions import InvalidInput
 
@@ -96,4 +97,17 @@ def text(field: str, value: object, *, max_length: int = REASON_MAX) -> str:
         )
     if any(not ch.isprintable() and ch not in "\n\t" for ch in value):
         raise InvalidInput(field=field, problem="must not hold control characters", value=value)
+    return value
+
+
+def json_object(field: str, text: str | None) -> dict[str, Any]:
+    """A JSON object given as text (``None``: empty); anything else names ``field``."""
+    if text is None:
+        return {}
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInput(field=field, problem=f"not JSON: {exc.msg}") from exc
+    if not isinstance(value, dict):
+        raise InvalidInput(field=field, problem="must be a JSON object")
     return value
