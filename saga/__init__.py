@@ -16,6 +16,7 @@ from __future__ import annotations
 from saga import exceptions
 from saga.core.app import Application, load_app
 from saga.core.backoff import Backoff
+from saga.core.checker import Checker, Verdict
 from saga.core.db import Database, Tx
 from saga.core.engine import Engine, default_registry
 from saga.core.handlers import Apply, Handlers, JobKind, Step
@@ -35,6 +36,7 @@ __all__ = [
     "Apply",
     "Backoff",
     "Change",
+    "Checker",
     "Database",
     "Engine",
     "Fired",
@@ -63,6 +65,7 @@ __all__ = [
     "Transition",
     "TransitionRecord",
     "Tx",
+    "Verdict",
     "Worker",
     "by_saga_id",
     "default_registry",

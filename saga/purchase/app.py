@@ -20,7 +20,7 @@ from saga.core.sagas import Registry
 from saga.purchase.catalogue import Catalogue
 from saga.purchase.inbox import Inbox
 from saga.purchase.purchases import Purchases, SeatHook
-from saga.purchase.recon import PURCHASE_RECON, Checker, PaymentJudge
+from saga.purchase.recon import PURCHASE_RECON, PaymentJudge, payment_checker
 from saga.purchase.steps import (
     ExpiryAnswerHook,
     LatePaymentHook,
@@ -124,7 +124,7 @@ def purchase_app() -> Application:
         kinds = PurchaseSteps(engine.db, engine.registry, provider).kinds()
         return [
             *(kind for kind in kinds if kind.name in _OWN_STEPS),
-            Checker(engine.db, engine.registry, provider, policy).kind(),
+            payment_checker(engine.db, engine.registry, provider, policy).kind(),
         ]
 
     def expiry(engine: Context, saga: SagaRecord, event: str) -> dict[str, Any]:

@@ -16,21 +16,17 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core.handlers import Apply, JobKind, error_text
+from saga.core.checker import Checker, Verdict
+from saga.core.handlers import error_text
 from saga.core.recon import (
     CHECKER,
-    OPERATORS,
-    RECON_QUEUE,
     ContradictedDecision,
     Decision,
     ReconItem,
     ReconPolicy,
-    event_log,
-    get_item_in,
     record_observation,
-    schedule_check,
 )
-from saga.core.sagas import fire_in, get_in
+from saga.core.sagas import get_in
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase.money import format_minor
 from saga.purchase.payments import record_payment, record_refund, refund_evidence
@@ -40,7 +36,6 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from saga.core.db import Database, Tx
-    from saga.core.queue import Job
     from saga.core.records import SagaRecord
     from saga.core.sagas import Change, Registry
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
@@ -328,110 +323,34 @@ def _refusal(decision: Decision, seen: Seen, held: tuple[int, int]) -> str | Non
     return None
 
 
-class Checker:
-    """The automatic checker: one look at the provider per due check of an item."""
+def payment_checker(
+    db: Database,
+    registry: Registry,
+    provider: Callable[[], PaymentProvider],
+    policy: ReconPolicy = PURCHASE_RECON,
+) -> Checker[Seen]:
+    """The engine's checker, looking at the payment provider for purchase items."""
 
-    def __init__(
-        self,
-        db: Database,
-        registry: Registry,
-        provider: Callable[[], PaymentProvider],
-        policy: ReconPolicy,
-    ) -> None:
-        self.db = db
-        self.registry = registry
-        self.provider = provider
-        self.policy = policy
-
-    def kind(self) -> JobKind:
-        """The job kind of the checks."""
-        return JobKind(self.policy.check_kind, self.reconcile, queue=RECON_QUEUE, max_attempts=5)
-
-    def reconcile(self, job: Job) -> Any:
-        """One automatic check of a reconciliation item: ask the provider, decide or wait."""
-        item_id = str(job.payload["item_id"])
-        item = self.db.transaction(lambda tx: get_item_in(tx, item_id), write=False)
-        if (
-            item.status != "open"
-            or item.owner != CHECKER
-            or item.attempts != job.payload["attempts"]
-        ):
-            return {"skipped": f"item is {item.status}, owned by {item.owner}"}
-        saga = self.db.transaction(lambda tx: get_in(tx, item.saga_id), write=False)
-        seen = self.observe(item, saga)
-        return Apply(lambda tx: self.settle(tx, item, seen))
-
-    def observe(self, item: ReconItem, saga: SagaRecord) -> Seen:
-        """What the provider says about the item now."""
+    def look_again(item: ReconItem, saga: SagaRecord) -> Seen:
         return look(
-            self.provider(),
+            provider(),
             saga,
             by=CHECKER,
             cancel_pending=item.subject == "payment",
             ask_refund=item.subject == "refund",
         )
 
-    def settle(self, tx: Tx, seen_item: ReconItem, seen: Seen) -> dict[str, Any]:
-        """Decide on what the provider said, unless the item moved on meanwhile."""
-        item = get_item_in(tx, seen_item.id, lock=True)
-        observation = seen.to_json()
-        if item.status != "open" or item.version != seen_item.version or item.owner != CHECKER:
-            # An operator (or another check) acted first: this check loses, on the record.
-            event_log(
-                tx,
-                item.id,
-                CHECKER,
-                "check_discarded",
-                observation=observation,
-                why=f"item is {item.status} at version {item.version}",
-            )
-            return {"discarded": True}
+    def decide(tx: Tx, item: ReconItem, seen: Seen) -> Verdict:
         agrees = record_seen(tx, item.saga_id, seen)
         reading = seen.refund_reading if item.subject == "refund" else seen.reading
-        outcome = _CHECKER_OUTCOMES.get((item.subject, reading)) if agrees else None
-        if outcome is not None:
-            tx.run("set_recon_evidence", id=item.id, evidence=record_observation(item, observation))
-            fire_in(
-                tx,
-                self.registry,
-                item.saga_id,
-                self.policy.outcomes[outcome],
-                payload={
-                    "item_id": item.id,
-                    "item_version": item.version,
-                    "outcome": outcome,
-                    "reason": f"provider says {reading}",
-                    "observation": observation,
-                },
-                actor=CHECKER,
-                cause=f"automatic check: provider says {reading}",
-            )
-            return {"resolved": outcome}
-        attempts = item.attempts + 1
-        escalate = (
-            not agrees or attempts >= item.max_attempts or reading in ("mismatch", "refund_failed")
+        if not agrees:
+            reading = "contradicts the engine's records"
+        return Verdict(
+            reading=reading,
+            observation=seen.to_json(),
+            outcome=_CHECKER_OUTCOMES.get((item.subject, reading)),
+            # What no later look can settle: another amount, a declined refund.
+            escalate=not agrees or reading in ("mismatch", "refund_failed"),
         )
-        row = tx.one(
-            "record_recon_check",
-            id=item.id,
-            version=item.version,
-            evidence=record_observation(item, observation),
-            owner=OPERATORS if escalate else CHECKER,
-            next_check_seconds=(
-                self.policy.review_seconds if escalate else self.policy.next_check(attempts)
-            ),
-            escalated=escalate,
-        )
-        if row is None:  # pragma: no cover - the row is locked above
-            return {"discarded": True}
-        event_log(
-            tx,
-            item.id,
-            CHECKER,
-            "escalated" if escalate else "checked",
-            reading=reading if agrees else "contradicts the engine's records",
-            attempts=attempts,
-        )
-        if not escalate:
-            schedule_check(tx, get_item_in(tx, item.id), self.policy)
-        return {"reading": reading, "escalated": escalate}
+
+    return Checker(db, registry, policy, look=look_again, decide=decide)

@@ -7,7 +7,7 @@ import pytest
 from saga.core.queue import Queue
 from saga.core.recon import ContradictedDecision, StaleDecision
 from saga.exceptions import InvalidInput, NotFound
-from saga.purchase.recon import PURCHASE_RECON, Checker
+from saga.purchase.recon import PURCHASE_RECON, payment_checker
 from saga.purchase.steps import PurchaseSteps
 from tests.helpers import dump, make_due
 from tests.purchases import cli_json, settle
@@ -18,7 +18,7 @@ def steps_of(engine):
 
 
 def checker_of(engine):
-    return Checker(engine.db, engine.registry, engine.provider_getter, PURCHASE_RECON)
+    return payment_checker(engine.db, engine.registry, engine.provider_getter, PURCHASE_RECON)
 
 
 @pytest.fixture
