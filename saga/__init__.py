@@ -24,6 +24,14 @@ from saga.core.inbox import Message, Route, by_saga_id
 from saga.core.invariants import Invariant
 from saga.core.jobs import NewJob
 from saga.core.queue import Job, Queue
+from saga.core.recon import (
+    ContradictedDecision,
+    Decision,
+    Judge,
+    ReconHook,
+    ReconItem,
+    ReconPolicy,
+)
 from saga.core.records import SagaRecord, TransitionRecord
 from saga.core.sagas import Change, Fired, Registry, SagaHook, Sagas, Started, fire_in
 from saga.core.worker import Worker
@@ -37,19 +45,25 @@ __all__ = [
     "Backoff",
     "Change",
     "Checker",
+    "ContradictedDecision",
     "Database",
+    "Decision",
     "Engine",
     "Fired",
     "Handlers",
     "Invariant",
     "Job",
     "JobKind",
+    "Judge",
     "Machine",
     "Message",
     "NewJob",
     "OutcomeUnknown",
     "PermanentError",
     "Queue",
+    "ReconHook",
+    "ReconItem",
+    "ReconPolicy",
     "Registry",
     "Route",
     "SagaError",

@@ -254,13 +254,14 @@ def _recon_resolve(args: argparse.Namespace, out: Output) -> int:
             external_ref=args.external_ref,
             amount_minor=amount,
         )
-        purchase = engine.purchases.get(item.saga_id)
+        saga = engine.sagas.get(item.saga_id)
     if out.as_json:
-        out.json({**item.to_json(), "purchase_state": purchase.state})
+        # purchase_state: the name the purchase's scripts know; saga_state for any kind.
+        out.json({**item.to_json(), "purchase_state": saga.state, "saga_state": saga.state})
     else:
         out.line(
             f"item {item.id} resolved as {item.resolution} by {item.resolved_by}; "
-            f"purchase {purchase.id} is now {purchase.state}"
+            f"{saga.kind} {saga.id} is now {saga.state}"
         )
     return EXIT_OK
 

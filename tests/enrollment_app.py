@@ -1,0 +1,330 @@
+"""
+A second application, written only with the public API: course enrollment.
+
+A student asks to enroll; the school sends a contract for e-signature through
+a provider port (here a sandbox); the student has a deadline to sign; the
+e-signature service calls back when the contract is signed or declined.  A
+contract whose sending timed out is an unknown outcome: reconciliation asks
+the provider whether it exists, and an operator's decision is checked
+against it.  Withdrawing voids the contract (the compensation).
+
+Run it: ``saga worker --app tests.enrollment_app:app``; the service's
+callbacks arrive with ``saga messages deliver --source esign …``.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import uuid
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from saga import (
+    Application,
+    Apply,
+    Checker,
+    ContradictedDecision,
+    Decision,
+    Invariant,
+    JobKind,
+    Machine,
+    OutcomeUnknown,
+    ReconHook,
+    ReconItem,
+    ReconPolicy,
+    Registry,
+    Route,
+    SagaRecord,
+    State,
+    Step,
+    Timeout,
+    Transition,
+    Verdict,
+    by_saga_id,
+    fire_in,
+)
+from saga.exceptions import VersionConflict
+
+_SIGNING = Timeout("signature_overdue", seconds_from="sign_seconds", since="created")
+
+ENROLLMENT = Machine(
+    "enrollment",
+    states=[
+        State("requested", initial=True, timeout=_SIGNING, actions=("send_contract",)),
+        State("contract_sent", timeout=_SIGNING),
+        State("enrolled", terminal=True),
+        State("withdrawn", terminal=True, actions=("void_contract",)),
+        State("needs_reconciliation"),
+    ],
+    transitions=[
+        Transition("contract_sent", source="requested", target="contract_sent"),
+        Transition("send_unknown", source="requested", target="needs_reconciliation"),
+        Transition("signed", source="contract_sent", target="enrolled"),
+        Transition("declined", source="contract_sent", target="withdrawn"),
+        Transition("signature_overdue", source=("requested", "contract_sent"), target="withdrawn"),
+        Transition("cancel", source=("requested", "contract_sent"), target="withdrawn"),
+        Transition("resolve_sent", source="needs_reconciliation", target="contract_sent"),
+        Transition("resolve_not_sent", source="needs_reconciliation", target="withdrawn"),
+    ],
+)
+
+
+# -- the e-signature provider's port, and its sandbox ------------------------------------
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """A contract at the e-signature provider."""
+
+    id: str
+    key: str
+    signer: str
+    status: str  # sent, completed, declined, voided
+
+
+class SignatureProvider(Protocol):
+    """What the enrollment needs from an e-signature service; keys make calls idempotent."""
+
+    def send(self, *, key: str, signer: str) -> Envelope:
+        """Send a contract under ``key``; the same key again returns the same envelope."""
+
+    def status(self, *, key: str) -> Envelope | None:
+        """The envelope sent under ``key``, if any."""
+
+    def void(self, *, key: str) -> Envelope | None:
+        """Void the envelope under ``key`` unless it was signed."""
+
+
+class SandboxSignatures:
+    """
+    A sandbox e-signature service keeping its envelopes as files in a folder.
+
+    Signers whose name starts with ``timeout-`` make the send time out after
+    the envelope exists; ``down-``, before anything happened.
+    """
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+
+    def _path(self, key: str) -> Path:
+        return self.folder / f"{key.replace(':', '_')}.json"
+
+    def _write(self, envelope: Envelope) -> None:
+        scratch = self.folder / f".{uuid.uuid4().hex}"
+        scratch.write_text(json.dumps(asdict(envelope)))
+        scratch.replace(self._path(envelope.key))  # atomic: readers see one or the other
+
+    def send(self, *, key: str, signer: str) -> Envelope:
+        if signer.startswith("down-"):
+            raise OutcomeUnknown("esign sandbox: the send timed out before anything happened")
+        existing = self.status(key=key)
+        if existing is None:
+            existing = Envelope(f"env_{uuid.uuid4().hex[:12]}", key, signer, "sent")
+            self._write(existing)
+            if signer.startswith("timeout-"):
+                raise OutcomeUnknown("esign sandbox: the send timed out after the envelope left")
+        return existing
+
+    def status(self, *, key: str) -> Envelope | None:
+        path = self._path(key)
+        return Envelope(**json.loads(path.read_text())) if path.exists() else None
+
+    def void(self, *, key: str) -> Envelope | None:
+        envelope = self.status(key=key)
+        if envelope is None or envelope.status != "sent":
+            return envelope
+        voided = Envelope(envelope.id, key, envelope.signer, "voided")
+        self._write(voided)
+        return voided
+
+    def sign(self, *, key: str, outcome: str = "completed") -> Envelope:
+        """The signer acts (a test's hand on the sandbox): completed or declined."""
+        envelope = self.status(key=key)
+        if envelope is None or envelope.status != "sent":
+            msg = f"no envelope waiting for a signature under {key!r}"
+            raise LookupError(msg)
+        signed = Envelope(envelope.id, key, envelope.signer, outcome)
+        self._write(signed)
+        return signed
+
+
+def sandbox_for(ctx: Any) -> SandboxSignatures:
+    """The sandbox's folder, derived from the engine's database (the same in every process)."""
+    url = ctx.db.url
+    if ctx.db.dialect == "sqlite":
+        return SandboxSignatures(Path(f"{url.database}.esign"))
+    where = ctx.db.search_path_schema or url.database
+    return SandboxSignatures(Path(tempfile.gettempdir()) / f"saga-esign-{where}")
+
+
+def contract_key(saga_id: str) -> str:
+    """The contract's idempotency key, from the saga: one contract per enrollment."""
+    return f"contract:{saga_id}"
+
+
+# -- steps ---------------------------------------------------------------------------------
+
+
+def steps(ctx: Any) -> list[JobKind]:
+    """The job kinds running the enrollment's actions."""
+    signatures = sandbox_for(ctx)
+
+    def send_contract(job: Any) -> Apply[dict[str, Any]]:
+        saga = ctx.sagas.get(job.payload["saga_id"])
+        envelope = signatures.send(key=contract_key(saga.id), signer=saga.data["student"])
+
+        def record(tx: Any) -> dict[str, Any]:
+            try:
+                fire_in(
+                    tx,
+                    ctx.registry,
+                    saga.id,
+                    "contract_sent",
+                    payload={"envelope": envelope.id},
+                    actor="worker",
+                    cause="contract sent for signature",
+                    expected_version=job.payload["version"],
+                )
+            except VersionConflict:
+                return {"skipped": "the enrollment moved on"}
+            return {"envelope": envelope.id}
+
+        return Apply(record)
+
+    def send_unknown(tx: Any, job: Any, error: Any) -> None:
+        fire_in(
+            tx,
+            ctx.registry,
+            job.payload["saga_id"],
+            "send_unknown",
+            payload={"error": error.message},
+            actor="worker",
+            cause=error.message,
+        )
+
+    def void_contract(job: Any) -> dict[str, Any]:
+        voided = signatures.void(key=contract_key(job.payload["saga_id"]))
+        return {"envelope": None if voided is None else voided.status}
+
+    return [
+        Step(send_contract, on_unknown=send_unknown, timeout_seconds=30).kind(
+            "enrollment", "send_contract"
+        ),
+        Step(void_contract).kind("enrollment", "void_contract"),
+    ]
+
+
+# -- reconciliation: did the contract leave? -------------------------------------------------
+
+RECON = ReconPolicy(
+    check_kind="enrollment.check_contract",
+    outcomes={"sent": "resolve_sent", "not_sent": "resolve_not_sent"},
+    subject=lambda before: "contract",
+    first_check_seconds=30.0,
+)
+
+
+def _reading(envelope: Envelope | None) -> str:
+    return "none" if envelope is None else envelope.status
+
+
+def checker(ctx: Any) -> list[JobKind]:
+    """The automatic check: ask the provider whether the contract exists."""
+    signatures = sandbox_for(ctx)
+
+    def look(item: ReconItem, saga: SagaRecord) -> Envelope | None:
+        return signatures.status(key=contract_key(saga.id))
+
+    def decide(tx: Any, item: ReconItem, envelope: Envelope | None) -> Verdict:
+        reading = _reading(envelope)
+        outcome = {"none": "not_sent", "sent": "sent"}.get(reading)
+        observation = {"envelope": None if envelope is None else asdict(envelope)}
+        return Verdict(reading=reading, observation=observation, outcome=outcome)
+
+    return [Checker(ctx.db, ctx.registry, RECON, look=look, decide=decide).kind()]
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the provider said when an operator decided."""
+
+    envelope: Envelope | None
+
+    def to_json(self) -> dict[str, Any]:
+        return {"envelope": None if self.envelope is None else asdict(self.envelope)}
+
+
+class EnvelopeJudge:
+    """An operator's decision is checked against the provider's answer."""
+
+    def __init__(self, ctx: Any) -> None:
+        self.ctx = ctx
+
+    def observe(self, decision: Decision) -> Seen:
+        return Seen(sandbox_for(self.ctx).status(key=contract_key(decision.item.saga_id)))
+
+    def check(self, tx: Any, decision: Decision, observation: Any) -> None:
+        reading = _reading(observation.envelope)
+        wants = {"sent": ("sent",), "not_sent": ("none",)}[decision.outcome]
+        if reading not in wants:
+            raise ContradictedDecision(
+                item_id=decision.item.id,
+                outcome=decision.outcome,
+                why=f"the e-signature provider says {reading} for the contract",
+            )
+
+
+# -- invariants ----------------------------------------------------------------------------
+
+
+def invariants(ctx: Any) -> list[Invariant]:
+    """Enrolled means the provider holds a completed contract; withdrawn, none left to sign."""
+    signatures = sandbox_for(ctx)
+    rule = Invariant(
+        "enrolled_means_signed",
+        "every enrolled student signed at the provider; no withdrawn one can still sign",
+    )
+    for saga in ctx.instances.list(kind="enrollment", limit=10_000):
+        envelope = signatures.status(key=contract_key(saga.id))
+        if saga.state == "enrolled":
+            rule.check(
+                envelope is not None and envelope.status == "completed",
+                f"enrollment {saga.id} is enrolled; the provider says {_reading(envelope)}",
+            )
+        elif saga.state == "withdrawn":
+            rule.check(
+                envelope is None or envelope.status != "sent",
+                f"enrollment {saga.id} is withdrawn; its contract can still be signed",
+            )
+    return [rule]
+
+
+# -- the application -----------------------------------------------------------------------
+
+registry = Registry()
+registry.register(ENROLLMENT, hooks=[ReconHook(RECON)], steps=steps)
+app = Application(
+    name="enrollment",
+    registry=registry,
+    jobs=checker,
+    invariants=invariants,
+    services=lambda ctx: {"judge": EnvelopeJudge(ctx), "signatures": sandbox_for(ctx)},
+    recon=RECON,
+    routes=(
+        Route(
+            source="esign",
+            type="envelope.completed",
+            correlate=by_saga_id("reference"),
+            event="signed",
+        ),
+        Route(
+            source="esign",
+            type="envelope.declined",
+            correlate=by_saga_id("reference"),
+            event="declined",
+        ),
+    ),
+)
