@@ -212,6 +212,7 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
 def _stats_command(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args, create=False) as engine:
         figures = _stats.collect(engine.db)
+        figures["application"] = {"name": engine.app.name, **engine.app.figures(engine)}
     if out.as_json:
         out.json(figures)
         return EXIT_OK
@@ -240,6 +241,11 @@ def _stats_command(args: argparse.Namespace, out: Output) -> int:
     )
     out.line()
     out.table(("SAGA STATE", "COUNT"), sorted(figures["sagas"].items()))
+    application = figures["application"]
+    extra = {name: value for name, value in application.items() if name != "name"}
+    if extra:
+        out.line()
+        out.line(f"{application['name']}: {extra}")
     return EXIT_OK
 
 

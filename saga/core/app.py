@@ -47,6 +47,7 @@ JobsFactory = Callable[[Context], Iterable[JobKind]]
 PollersFactory = Callable[[Context], Iterable["Poller"]]
 InvariantsFactory = Callable[[Context], Iterable["Invariant"]]
 ServicesFactory = Callable[[Context], Mapping[str, Any]]
+FiguresFactory = Callable[[Context], Mapping[str, Any]]
 
 
 def _nothing(engine: Context) -> tuple[()]:
@@ -71,6 +72,7 @@ class Application:
         jobs: job kinds of its own, built for an engine (queued by its code).
         pollers: what workers look at besides the queue, built for an engine.
         invariants: its rules for ``saga verify``, checked for an engine.
+        figures: its own figures for ``saga stats`` (under ``"application"``).
         routes: its inbox routes: a message of a source and a type, correlated to
             a saga, becomes a saga event (``engine.messages.deliver``).
         recon: its reconciliation policy: the state meaning "outcome unknown",
@@ -89,6 +91,7 @@ class Application:
     services: ServicesFactory = _no_services
     recon: ReconPolicy = field(default_factory=ReconPolicy)
     routes: tuple[Route, ...] = ()
+    figures: FiguresFactory = _no_services
 
     def step_kinds(self, engine: Context) -> list[JobKind]:
         """The job kinds running the actions of its sagas."""
@@ -155,6 +158,7 @@ class Application:
             services=self.services,
             recon=self.recon,
             routes=self.routes,
+            figures=self.figures,
         )
 
 

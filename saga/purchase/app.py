@@ -158,6 +158,10 @@ def purchase_app() -> Application:
             "judge": PaymentJudge(engine.db, payments.provider_getter),
         }
 
+    def figures(engine: Context) -> dict[str, Any]:
+        seats = [i.to_json() for i in engine.catalogue.list(limit=10_000)]
+        return {"intensives": {i["id"]: i["seats"] for i in seats}}
+
     registry.register(
         PURCHASE,
         hooks=[
@@ -177,4 +181,5 @@ def purchase_app() -> Application:
         invariants=invariants,
         services=services,
         recon=policy,
+        figures=figures,
     )

@@ -157,3 +157,11 @@ class TestInstances:
             ]
         )
         assert 4 == cli_json(capsys, "instances", "show", "nope", "--app", APP, "--db", db_url)[0]
+
+
+def test_stats_carry_the_applications_own_figures(engine, db_url, capsys):
+    """The purchase adds its seats per intensive to saga stats; another app, its name."""
+    engine.catalogue.add("js", seats=3, price="10.00", currency="EUR")
+    code, stats = cli_json(capsys, "stats", "--db", db_url)
+    assert (0, "purchase") == (code, stats["application"]["name"])
+    assert {"held": 0, "taken": 0, "free": 3} == stats["application"]["intensives"]["js"]
