@@ -7,23 +7,29 @@ action it lists; put them in an :class:`Application` and run it with an
 :class:`Engine` on SQLite (embedded, no setup) or PostgreSQL (many workers,
 many machines).  ``saga worker --app MODULE:NAME`` runs it under workers.
 
-The purchase of a paid intensive is the engine's reference application; its
-types live in its own modules, not here.
+Everything an application needs is a name of this package (the purchase of
+a paid intensive, the engine's reference application, imports nothing
+else of the engine); its own types live in its own modules, not here.
+``saga.codec`` (JSON and UTC times as the engine stores them) and
+``saga.validation`` (checks raising :class:`~saga.exceptions.InvalidInput`)
+are the helpers the engine's own commands use.
 """
 
 from __future__ import annotations
 
-from saga import exceptions
-from saga.core.app import Application, load_app
+from saga import codec, exceptions, validation  # public modules of helpers
+from saga.core.app import Application, Lazy, load_app
 from saga.core.backoff import Backoff
 from saga.core.checker import Checker, Verdict
-from saga.core.db import Database, Tx
+from saga.core.db import Database, Tx, normalize_url
 from saga.core.engine import Engine, default_registry
-from saga.core.handlers import Apply, Handlers, JobKind, Step
+from saga.core.faults import crash_point
+from saga.core.handlers import Apply, Handlers, JobKind, Step, classify_error, error_text
 from saga.core.inbox import Message, Route, by_saga_id
-from saga.core.invariants import Invariant
-from saga.core.jobs import NewJob
-from saga.core.queue import Job, Queue
+from saga.core.invariants import Invariant, Report
+from saga.core.jobs import NewJob, enqueue_in
+from saga.core.pollers import Poller
+from saga.core.queue import Job, Queue, fence_in
 from saga.core.recon import (
     ContradictedDecision,
     Decision,
@@ -31,9 +37,25 @@ from saga.core.recon import (
     ReconHook,
     ReconItem,
     ReconPolicy,
+    open_review,
+    record_observation,
 )
 from saga.core.records import SagaRecord, TransitionRecord
-from saga.core.sagas import Change, Fired, Registry, SagaHook, Sagas, Started, fire_in
+from saga.core.sagas import (
+    Change,
+    Context,
+    Fired,
+    Registry,
+    SagaHook,
+    Sagas,
+    Started,
+    fire_in,
+    get_in,
+    history_in,
+)
+from saga.core.sqlfiles import SqlComponent
+from saga.core.stats import collect as collect_stats
+from saga.core.verify import verify
 from saga.core.worker import Worker
 from saga.exceptions import SagaError
 from state_machine import Machine, State, Timeout, Transition, guard, to_mermaid
@@ -45,6 +67,7 @@ __all__ = [
     "Backoff",
     "Change",
     "Checker",
+    "Context",
     "ContradictedDecision",
     "Database",
     "Decision",
@@ -55,21 +78,25 @@ __all__ = [
     "Job",
     "JobKind",
     "Judge",
+    "Lazy",
     "Machine",
     "Message",
     "NewJob",
     "OutcomeUnknown",
     "PermanentError",
+    "Poller",
     "Queue",
     "ReconHook",
     "ReconItem",
     "ReconPolicy",
     "Registry",
+    "Report",
     "Route",
     "SagaError",
     "SagaHook",
     "SagaRecord",
     "Sagas",
+    "SqlComponent",
     "Started",
     "State",
     "Step",
@@ -82,10 +109,24 @@ __all__ = [
     "Verdict",
     "Worker",
     "by_saga_id",
+    "classify_error",
+    "codec",
+    "collect_stats",
+    "crash_point",
     "default_registry",
+    "enqueue_in",
+    "error_text",
     "exceptions",
+    "fence_in",
     "fire_in",
+    "get_in",
     "guard",
+    "history_in",
     "load_app",
+    "normalize_url",
+    "open_review",
+    "record_observation",
     "to_mermaid",
+    "validation",
+    "verify",
 ]

@@ -195,11 +195,12 @@ class DatabaseMissing(NotFound):
 class SchemaOutOfDate(SagaError):
     """The database schema is older than this version of the engine; run ``saga db upgrade``."""
 
-    def __init__(self, *, current: int, required: int) -> None:
+    def __init__(self, *, current: int, required: int, component: str = "engine") -> None:
         self.current = current
         self.required = required
+        self.component = component
+        whose = "the database schema is" if component == "engine" else f"the {component} tables are"
         super().__init__(
-            f"the database schema is at version {current}, this engine needs {required}: "
-            "run `saga db upgrade`"
+            f"{whose} at version {current}, this engine needs {required}: run `saga db upgrade`"
         )
-        self._kwargs = {"current": current, "required": required}
+        self._kwargs = {"current": current, "required": required, "component": component}

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from saga import (
     Application,
     Apply,
+    Change,
     Checker,
     ContradictedDecision,
     Decision,
@@ -37,10 +38,12 @@ from saga import (
     Registry,
     Route,
     SagaRecord,
+    SqlComponent,
     State,
     Step,
     Timeout,
     Transition,
+    Tx,
     Verdict,
     by_saga_id,
     fire_in,
@@ -277,6 +280,38 @@ class EnvelopeJudge:
             )
 
 
+# -- its own table: the contract ledger -----------------------------------------------------
+
+# tests/enrollment_sql/<dialect>/: its migrations and its named queries.
+SQL = SqlComponent.in_package("enrollment", "tests", "enrollment_sql")
+
+
+class ContractLedger:
+    """Writes the ledger in the transaction that moves the enrollment (a SagaHook)."""
+
+    def on_create(self, tx: Tx, saga: SagaRecord) -> None:
+        """Nothing is sent yet."""
+
+    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
+        """A contract that left gets its row; an enrollment that ended closes it."""
+        del before, change
+        if after.state == "contract_sent":
+            tx.run(
+                "enrollment_contract_sent",
+                saga_id=after.id,
+                contract_key=contract_key(after.id),
+                signer=after.data["student"],
+            )
+        elif after.state in ("enrolled", "withdrawn"):
+            tx.run("enrollment_contract_closed", saga_id=after.id, outcome=after.state)
+
+
+def figures(ctx: Any) -> dict[str, Any]:
+    """``saga stats``: contracts by outcome, from its own table."""
+    rows = ctx.db.transaction(lambda tx: tx.all("enrollment_contracts_sent"), write=False)
+    return {"contracts": {row["outcome"]: row["contracts"] for row in rows}}
+
+
 # -- invariants ----------------------------------------------------------------------------
 
 
@@ -287,7 +322,18 @@ def invariants(ctx: Any) -> list[Invariant]:
         "enrolled_means_signed",
         "every enrolled student signed at the provider; no withdrawn one can still sign",
     )
+    ledger = Invariant(
+        "contract_ledger", "every contract that left has its ledger row, closed as its saga ended"
+    )
+    gaps = {
+        row["id"]: row["outcome"]
+        for row in ctx.db.transaction(lambda tx: tx.all("enrollment_ledger_gaps"), write=False)
+    }
     for saga in ctx.instances.list(kind="enrollment", limit=10_000):
+        ledger.check(
+            saga.id not in gaps,
+            f"enrollment {saga.id} is {saga.state}; its ledger row says {gaps.get(saga.id)}",
+        )
         envelope = signatures.status(key=contract_key(saga.id))
         if saga.state == "enrolled":
             rule.check(
@@ -299,18 +345,20 @@ def invariants(ctx: Any) -> list[Invariant]:
                 envelope is None or envelope.status != "sent",
                 f"enrollment {saga.id} is withdrawn; its contract can still be signed",
             )
-    return [rule]
+    return [rule, ledger]
 
 
 # -- the application -----------------------------------------------------------------------
 
 registry = Registry()
-registry.register(ENROLLMENT, hooks=[ReconHook(RECON)], steps=steps)
+registry.register(ENROLLMENT, hooks=[ReconHook(RECON), ContractLedger()], steps=steps)
 app = Application(
     name="enrollment",
     registry=registry,
     jobs=checker,
     invariants=invariants,
+    figures=figures,
+    sql=SQL,
     services=lambda ctx: {"judge": EnvelopeJudge(ctx), "signatures": sandbox_for(ctx)},
     recon=RECON,
     routes=(

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from saga.core.codec import as_utc
+from saga.codec import as_utc
 
 if TYPE_CHECKING:
     from datetime import datetime

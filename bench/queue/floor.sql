@@ -1,5 +1,5 @@
 -- The raw-SQL floor: the engine's own claim and completion statements
--- (sql/postgres/queries/jobs.sql), run by pgbench with nothing around them.
+-- (sql/engine/postgres/queries/jobs.sql), run by pgbench with nothing around them.
 -- One script run = one claim transaction + one completion transaction, like
 -- one round of a worker with batch :batch.
 \set token random(1, 1000000000000)

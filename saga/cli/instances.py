@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from saga.cli.common import EXIT_OK, Command, Output, add_common_options, open_engine, whole
-from saga.core.codec import iso
+from saga.codec import iso
 
 if TYPE_CHECKING:
     import argparse

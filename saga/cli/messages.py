@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from saga import validation
 from saga.cli.common import (
     EXIT_CONFLICT,
     EXIT_NOT_FOUND,
@@ -13,7 +14,6 @@ from saga.cli.common import (
     add_common_options,
     open_engine,
 )
-from saga.core import validation
 from saga.core.inbox import Message
 
 if TYPE_CHECKING:

@@ -45,15 +45,31 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _upgrade(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args, check_schema=False) as engine:
         result = engine.upgrade()
+    components = {
+        name: {"before": result.before.get(name, 0), "after": after}
+        for name, after in result.after.items()
+    }
     if out.as_json:
-        out.json({"before": result.before, "after": result.after, "applied": list(result.applied)})
-    elif result.changed:
-        out.line(
-            f"schema upgraded from version {result.before} to {result.after} "
-            f"(applied {', '.join(result.applied)})"
+        out.json(
+            {
+                # before/after: the engine's own version, as before applications had tables.
+                "before": result.before.get("engine", 0),
+                "after": result.after["engine"],
+                "applied": list(result.applied),
+                "components": components,
+            }
         )
+        return EXIT_OK
+    versions = ", ".join(
+        f"{name} {v['before']} → {v['after']}"
+        if v["before"] != v["after"]
+        else f"{name} {v['after']}"
+        for name, v in components.items()
+    )
+    if result.changed:
+        out.line(f"schema upgraded: {versions} (applied {', '.join(result.applied)})")
     else:
-        out.line(f"schema already at version {result.after}")
+        out.line(f"schema already current: {versions}")
     return EXIT_OK
 
 

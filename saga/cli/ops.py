@@ -15,7 +15,7 @@ from saga.cli.common import (
     open_engine,
     whole,
 )
-from saga.core.codec import iso
+from saga.codec import iso
 from saga.core.verify import verify
 from saga.exceptions import InvalidInput
 from saga.purchase import money as _money

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from saga import validation as _validation
 from saga.cli.common import (
     EXIT_OK,
     Command,
@@ -12,8 +13,7 @@ from saga.cli.common import (
     open_engine,
     whole,
 )
-from saga.core import validation as _validation
-from saga.core.codec import iso
+from saga.codec import iso
 from saga.purchase.money import format_minor
 from saga.purchase.purchases import DEFAULT_HOLD_SECONDS, LIST_MAX
 from state_machine.purchase import PURCHASE

@@ -10,6 +10,7 @@ from typing import Any
 
 from tqdm import tqdm
 
+from saga import validation as _validation
 from saga.cli.common import (
     EXIT_OK,
     Command,
@@ -19,7 +20,6 @@ from saga.cli.common import (
     whole,
 )
 from saga.core import stats as _stats
-from saga.core import validation as _validation
 from saga.core.dlq import DeadLetters, Filter, dead_letter_json
 from saga.core.engine import default_url
 from saga.core.queue import Queue

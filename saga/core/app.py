@@ -24,12 +24,14 @@ from typing import TYPE_CHECKING, Any, Final
 from saga.core.handlers import Handlers, JobKind
 from saga.core.recon import ReconPolicy
 from saga.core.sagas import Context, Registry
+from saga.core.sqlfiles import DIALECTS, ENGINE
 from saga.exceptions import ApplicationError, InvalidInput
 
 if TYPE_CHECKING:
     from saga.core.inbox import Route
     from saga.core.invariants import Invariant
     from saga.core.pollers import Poller
+    from saga.core.sqlfiles import SqlComponent
 
 APP_ENV: Final = "SAGA_APP"
 # Loaded by name, like any user's application: the core imports no application.
@@ -80,6 +82,9 @@ class Application:
         services: named objects its commands and users reach as attributes of
             the engine (``engine.purchases``); a :class:`Lazy` one is computed
             on each access.
+        sql: its tables and named queries (:class:`~saga.SqlComponent`): its
+            migrations are applied by ``saga db upgrade`` after the engine's, and
+            its queries run in the engine's transactions (``tx.all("my_query")``).
 
     """
 
@@ -92,6 +97,7 @@ class Application:
     recon: ReconPolicy = field(default_factory=ReconPolicy)
     routes: tuple[Route, ...] = ()
     figures: FiguresFactory = _no_services
+    sql: SqlComponent | None = None
 
     def step_kinds(self, engine: Context) -> list[JobKind]:
         """The job kinds running the actions of its sagas."""
@@ -115,6 +121,7 @@ class Application:
             for route in self.routes
             if route.event not in events
         ]
+        found += self.sql_problems()
         found += [
             f"reconciliation outcome {outcome!r} fires {event!r}, which no saga declares"
             for outcome, event in self.recon.outcomes.items()
@@ -133,6 +140,26 @@ class Application:
                 f"saga {machine.name!r}: step {name!r} runs no action of any state "
                 "(declare it as one of its own jobs instead)"
                 for name in sorted(steps - actions)
+            ]
+        return found
+
+    def sql_problems(self) -> list[str]:
+        """What is wrong with its SQL component: a reserved name, a query the engine defines."""
+        if self.sql is None:
+            return []
+        if self.sql.name == ENGINE.name:
+            return [f"its SQL component may not be named {ENGINE.name!r} (the engine's own)"]
+        found = []
+        for dialect in DIALECTS:
+            try:
+                theirs = self.sql.queries(dialect)
+                self.sql.migrations(dialect)
+            except (OSError, ValueError) as exc:
+                found.append(f"its {dialect} SQL cannot be read: {exc}")
+                continue
+            found += [
+                f"its {dialect} query {name!r} has the name of one of the engine's"
+                for name in sorted(set(theirs) & set(ENGINE.queries(dialect)))
             ]
         return found
 
@@ -159,6 +186,7 @@ class Application:
             recon=self.recon,
             routes=self.routes,
             figures=self.figures,
+            sql=self.sql,
         )
 
 

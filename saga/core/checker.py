@@ -14,7 +14,7 @@ run out or the answer needs a human.  A check that lands after an operator
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from saga.core.handlers import Apply, JobKind
 from saga.core.recon import (
@@ -70,6 +70,9 @@ class Checker(Generic[Seen]):
         decide: reads the answer in the check's transaction (and may record it).
 
     """
+
+    ACTOR: ClassVar[str] = CHECKER
+    """The name checks go by in the audit and as an item's owner."""
 
     def __init__(
         self,

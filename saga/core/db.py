@@ -33,7 +33,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
-from saga.core.sqlfiles import Component, Dialect, queries
+from saga.core.sqlfiles import ENGINE, Dialect, SqlComponent, merged_queries, split_statements
 from saga.exceptions import (
     DatabaseBusy,
     DatabaseError,
@@ -170,8 +170,10 @@ class Tx:
         """Run ``query``; the number of rows it changed."""
         return self._execute(query, params).rowcount
 
-    def script(self, statements: Sequence[str]) -> None:
-        """Run DDL statements (migrations); they carry no parameters."""
+    def script(self, statements: str | Sequence[str]) -> None:
+        """Run DDL statements (migrations), or a whole script; they carry no parameters."""
+        if isinstance(statements, str):
+            statements = split_statements(statements)
         # The DBAPI cursor, not exec_driver_sql: with no parameters psycopg
         # leaves "%" alone, which plpgsql's RAISE and strftime formats need.
         cursor = self.conn.connection.cursor()
@@ -193,6 +195,8 @@ class Database:
         field: the option that named ``url``, for error messages.
         lock_wait: seconds a transaction waits for a lock before it gives up
             (default ``$SAGA_LOCK_WAIT_SECONDS``, else 60).
+        components: the SQL components whose named queries it runs and whose tables
+            ``saga db upgrade`` builds (the engine's, then an application's).
 
     """
 
@@ -202,7 +206,7 @@ class Database:
         *,
         pool_size: int = 5,
         application_name: str = "saga",
-        component: Component = "engine",
+        components: Sequence[SqlComponent] = (ENGINE,),
         field: str = "db",
         lock_wait: float | None = None,
     ) -> None:
@@ -212,8 +216,10 @@ class Database:
         self.dialect: Dialect = (
             "postgres" if self.url.get_backend_name() == "postgresql" else "sqlite"
         )
+        self.components: tuple[SqlComponent, ...] = tuple(components)
         self._statements = {
-            name: sa.text(q.sql) for name, q in queries(self.dialect, component).items()
+            name: sa.text(q.sql)
+            for name, q in merged_queries(self.dialect, self.components).items()
         }
         self._first_use: Callable[[], None] | None = None
         self._ready = True
@@ -338,7 +344,8 @@ class Database:
         try:
             return self._statements[name]
         except KeyError:
-            msg = f"no query named {name!r} in sql/{self.dialect}/queries.sql"
+            where = ", ".join(c.name for c in self.components)
+            msg = f"no query named {name!r} in the {self.dialect} SQL of: {where}"
             raise KeyError(msg) from None
 
     def transaction(self, work: Callable[[Tx], T], *, write: bool = True) -> T:

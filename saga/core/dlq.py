@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
-from saga.core import validation as _validation
-from saga.core.codec import iso
+from saga import validation as _validation
+from saga.codec import iso
 from saga.core.queue import JobInfo
 from saga.exceptions import InvalidInput
 

@@ -13,6 +13,8 @@ from saga.core.inbox import Inbox
 from saga.core.instances import Instances
 from saga.core.recon_desk import Reconciliation
 from saga.core.sagas import Registry, Sagas
+from saga.core.sqlfiles import ENGINE
+from saga.exceptions import ApplicationError
 
 if TYPE_CHECKING:
     from saga.core.handlers import JobKind
@@ -72,14 +74,19 @@ class Engine:
         create: bool = True,
         pool_size: int = 5,
     ) -> None:
-        self.db = Database(default_url() if url is None else url, pool_size=pool_size)
-        self.create = create
-        if check_schema:
-            self.db.before_first_use(self._check_schema)
         app = app or default_app()
         if registry is not None:
             app = dataclasses.replace(app, registry=registry)
         self.app = app
+        if problems := app.sql_problems():
+            raise ApplicationError(application=app.name, problems=problems)
+        components = (ENGINE,) if app.sql is None else (ENGINE, app.sql)
+        self.db = Database(
+            default_url() if url is None else url, pool_size=pool_size, components=components
+        )
+        self.create = create
+        if check_schema:
+            self.db.before_first_use(self._check_schema)
         self.registry = app.registry
         self.options: dict[str, Any] = {"sandbox_url": sandbox_url, "provider": provider}
         self.sagas = Sagas(self.db, self.registry)

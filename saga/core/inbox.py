@@ -18,8 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from saga.core import validation
-from saga.core.codec import digest, dump_json
+from saga import validation
+from saga.codec import digest, dump_json
 from saga.core.sagas import fire_in
 from saga.exceptions import InvalidInput, TransitionNotAllowed
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core import validation as _validation
-from saga.core.codec import iso
+from saga import validation as _validation
+from saga.codec import iso
 from saga.core.queue import JobInfo
 from saga.core.recon import ReconItem
 from saga.core.records import SagaRecord

@@ -6,7 +6,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core.codec import digest
+from saga.codec import digest
 from saga.exceptions import JobConflict
 
 if TYPE_CHECKING:

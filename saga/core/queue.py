@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import structlog
 
-from saga.core.codec import as_utc, iso, load_json, maybe_utc
+from saga.codec import as_utc, iso, load_json, maybe_utc
 from saga.core.jobs import NewJob, enqueue_in, enqueue_many_in
 from saga.exceptions import NotFound
 

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import structlog
 
-from saga.core.codec import as_utc, dump_json, iso, load_json, maybe_utc
+from saga.codec import as_utc, dump_json, iso, load_json, maybe_utc
 from saga.core.handlers import Apply, JobKind
 from saga.core.jobs import NewJob, enqueue_in
 from saga.exceptions import ConflictError, NotFound

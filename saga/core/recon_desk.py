@@ -13,8 +13,8 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from saga.core import validation as _validation
-from saga.core.codec import as_utc, iso, load_json
+from saga import validation as _validation
+from saga.codec import as_utc, iso, load_json
 from saga.core.recon import (
     REVIEWED,
     ContradictedDecision,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from saga.core.codec import as_utc, iso, load_json, maybe_utc
+from saga.codec import as_utc, iso, load_json, maybe_utc
 
 if TYPE_CHECKING:
     from collections.abc import Mapping

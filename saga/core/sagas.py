@@ -14,12 +14,12 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from saga.core.codec import digest, dump_json
+from saga.codec import digest, dump_json
 from saga.core.jobs import TIMER_KIND, NewJob, enqueue_in, enqueue_timer_in
 from saga.core.records import SagaRecord, TransitionRecord
-from saga.core.validation import identifier as check_identifier
-from saga.core.validation import operation_id as check_operation_id
 from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
+from saga.validation import identifier as check_identifier
+from saga.validation import operation_id as check_operation_id
 from state_machine import PREVIOUS_STATE
 
 if TYPE_CHECKING:

@@ -1,9 +1,12 @@
 """
 Load the engine's SQL: named queries, the schema and the migrations.
 
-The files live in ``sql/<dialect>/`` at the top of the repository and ship in
-the wheel as ``saga/_sql/<dialect>/`` (see ``pyproject.toml``); a source
-checkout or an editable install reads them in place.
+Each component keeps its files in a folder per dialect: the engine's in
+``sql/engine/<dialect>/``, the purchase application's in
+``sql/purchase/<dialect>/``, the sandbox provider's in ``sql/sandbox/<dialect>/``,
+at the top of the repository; they ship in the wheel as ``saga/_sql/``
+(see ``pyproject.toml``), and a source checkout or an editable install reads
+them in place.  A user's application ships its own beside its code.
 """
 
 from __future__ import annotations
@@ -57,8 +60,8 @@ def _root() -> Traversable:
     return Path(__file__).resolve().parents[2] / "sql"
 
 
-def _read(dialect: Dialect, *parts: str) -> str:
-    node = _root().joinpath(dialect)
+def _read(dialect: Dialect, component: str, *parts: str) -> str:
+    node = _root().joinpath(component).joinpath(dialect)
     for part in parts:
         node = node.joinpath(part)
     return node.read_text(encoding="utf-8")
@@ -98,56 +101,85 @@ def parse_queries(text: str) -> dict[str, Query]:
     return queries
 
 
-Component = Literal["engine", "sandbox"]
+_COMPONENT_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True, slots=True)
+class SqlComponent:
+    """
+    One component's SQL: named queries and forward-only migrations, per dialect.
+
+    ``root`` holds a folder per dialect (``postgres/``, ``sqlite/``), each with
+    ``queries/*.sql`` (named statements, one namespace with the engine's) and
+    ``migrations/NNNN_slug.sql`` (applied in order by ``saga db upgrade``, and
+    recorded per component).  The engine is one component, its own
+    ``schema.sql`` builds a fresh database in one step; an application brings
+    its tables as another (``Application(sql=SqlComponent.in_package(...))``).
+
+    Args:
+        name: the component's name, recorded beside each of its migrations.
+        root: the folder holding one folder per dialect.
+
+    """
+
+    name: str
+    root: Traversable
+
+    def __post_init__(self) -> None:
+        if not _COMPONENT_NAME.match(self.name):
+            msg = f"SQL component name {self.name!r} must be snake_case"
+            raise ValueError(msg)
+
+    @classmethod
+    def in_package(cls, name: str, package: str, folder: str = "sql") -> SqlComponent:
+        """The component in ``folder`` of an importable package (shipped inside it)."""
+        return cls(name=name, root=resources.files(package).joinpath(folder))
+
+    @classmethod
+    def bundled(cls, name: str) -> SqlComponent:
+        """A component shipped with the engine (``sql/<name>/``): the engine's, the purchase's."""
+        return cls(name=name, root=_root().joinpath(name))
+
+    def queries(self, dialect: Dialect) -> dict[str, Query]:
+        """Its named queries on ``dialect``: every ``queries/*.sql`` file, one namespace."""
+        return _queries(self, dialect)
+
+    def migrations(self, dialect: Dialect) -> tuple[Migration, ...]:
+        """Its migrations on ``dialect``, ordered by version; versions are 1, 2, 3…."""
+        return _migrations(self, dialect)
+
+    def schema(self, dialect: Dialect) -> str | None:
+        """Its current schema as one script for a fresh database, if it keeps one."""
+        node = self.root.joinpath(dialect).joinpath("schema.sql")
+        return node.read_text(encoding="utf-8") if node.is_file() else None
+
+    def where(self, dialect: Dialect) -> str:
+        """Where its files are, for messages."""
+        return f"{self.root.joinpath(dialect)}"
 
 
 @functools.cache
-def queries(dialect: Dialect, component: Component = "engine") -> dict[str, Query]:
-    """
-    The named queries of ``dialect``: every ``queries/*.sql`` file, one namespace.
-
-    The sandbox payment provider, a separate database, has its own set in
-    ``sandbox/queries.sql``.
-    """
-    if component == "sandbox":
-        return parse_queries(_read(dialect, "sandbox", "queries.sql"))
-    folder = _root().joinpath(dialect).joinpath("queries")
+def _queries(component: SqlComponent, dialect: Dialect) -> dict[str, Query]:
+    folder = component.root.joinpath(dialect).joinpath("queries")
     merged: dict[str, Query] = {}
+    if not folder.is_dir():
+        return merged
     for entry in sorted(folder.iterdir(), key=lambda e: e.name):
         if not entry.name.endswith(".sql"):
             continue
         for name, query in parse_queries(entry.read_text(encoding="utf-8")).items():
             if name in merged:
-                msg = f"query {name!r} is defined twice in sql/{dialect}/queries/"
+                msg = f"query {name!r} is defined twice in {component.where(dialect)}/queries/"
                 raise ValueError(msg)
             merged[name] = query
     return merged
 
 
 @functools.cache
-def schema(dialect: Dialect) -> str:
-    """The current schema of ``dialect`` as one script, for a fresh database."""
-    return _read(dialect, "schema.sql")
-
-
-@functools.cache
-def sandbox_schema(dialect: Dialect) -> str:
-    """The sandbox provider's tables (created if missing on first use)."""
-    return _read(dialect, "sandbox", "schema.sql")
-
-
-@functools.cache
-def tracking_table(dialect: Dialect) -> str:
-    """The script creating ``saga_migrations``, which records applied migrations."""
-    return _read(dialect, "migrations_table.sql")
-
-
-@functools.cache
-def migrations(dialect: Dialect) -> tuple[Migration, ...]:
-    """Every migration of ``dialect``, ordered by version; versions are 1, 2, 3…."""
-    folder = _root().joinpath(dialect).joinpath("migrations")
+def _migrations(component: SqlComponent, dialect: Dialect) -> tuple[Migration, ...]:
+    folder = component.root.joinpath(dialect).joinpath("migrations")
     found: list[Migration] = []
-    for entry in folder.iterdir():
+    for entry in folder.iterdir() if folder.is_dir() else ():
         match = _MIGRATION.match(entry.name)
         if match is None:
             if entry.name.endswith(".sql"):
@@ -161,10 +193,54 @@ def migrations(dialect: Dialect) -> tuple[Migration, ...]:
     expected = list(range(1, len(found) + 1))
     if [m.version for m in found] != expected:
         msg = (
-            f"{dialect} migrations must be numbered {expected}, found {[m.version for m in found]}"
+            f"{component.name} migrations on {dialect} must be numbered {expected}, "
+            f"found {[m.version for m in found]}"
         )
         raise ValueError(msg)
     return tuple(found)
+
+
+ENGINE: Final = SqlComponent.bundled("engine")
+"""The engine's own tables: sagas, audit, jobs, reconciliation, inbox."""
+
+
+def merged_queries(dialect: Dialect, components: tuple[SqlComponent, ...]) -> dict[str, Query]:
+    """The named queries of several components; a name two of them define is an error."""
+    merged: dict[str, Query] = {}
+    owner: dict[str, str] = {}
+    for component in components:
+        for name, query in component.queries(dialect).items():
+            if name in merged:
+                msg = (
+                    f"query {name!r} is defined by both the {owner[name]!r} and the "
+                    f"{component.name!r} SQL components; prefix an application's queries"
+                )
+                raise ValueError(msg)
+            merged[name] = query
+            owner[name] = component.name
+    return merged
+
+
+def queries(dialect: Dialect) -> dict[str, Query]:
+    """The engine's named queries on ``dialect``."""
+    return ENGINE.queries(dialect)
+
+
+def migrations(dialect: Dialect) -> tuple[Migration, ...]:
+    """The engine's migrations on ``dialect``."""
+    return ENGINE.migrations(dialect)
+
+
+@functools.cache
+def schema(dialect: Dialect) -> str:
+    """The engine's current schema of ``dialect`` as one script, for a fresh database."""
+    return _read(dialect, "engine", "schema.sql")
+
+
+@functools.cache
+def tracking_table(dialect: Dialect) -> str:
+    """The script creating the tables that record applied migrations."""
+    return _read(dialect, "engine", "migrations_table.sql")
 
 
 def split_statements(script: str) -> list[str]:

@@ -14,9 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core.app import Application, Lazy
-from saga.core.recon import ReconHook
-from saga.core.sagas import Registry
+from saga import Application, Lazy, ReconHook, Registry, SqlComponent
 from saga.purchase.catalogue import Catalogue
 from saga.purchase.inbox import Inbox
 from saga.purchase.purchases import Purchases, SeatHook
@@ -30,15 +28,14 @@ from saga.purchase.steps import (
 from state_machine.purchase import PURCHASE
 
 if TYPE_CHECKING:
-    from saga.core.handlers import JobKind
-    from saga.core.invariants import Invariant
-    from saga.core.pollers import Poller
-    from saga.core.records import SagaRecord
-    from saga.core.sagas import Context
+    from saga import Context, Invariant, JobKind, Poller, SagaRecord
     from saga.purchase.sandbox import Sandbox
     from steps import PaymentProvider
 
 SANDBOX_URL_ENV: Final = "SAGA_SANDBOX_DATABASE_URL"
+# Its tables (catalogue, purchases, money, access, the provider's inbox) and
+# their queries, in sql/purchase/: shipped with the engine, versioned apart.
+PURCHASE_SQL: Final = SqlComponent.bundled("purchase")
 # Steps queued by the purchase's own code, not by entering a state.
 _OWN_STEPS: Final = frozenset({"purchase.check_payment"})
 
@@ -182,4 +179,5 @@ def purchase_app() -> Application:
         services=services,
         recon=policy,
         figures=figures,
+        sql=PURCHASE_SQL,
     )

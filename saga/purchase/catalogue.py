@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from saga.core import validation as _validation
-from saga.core.codec import as_utc, iso
+from saga import validation as _validation
+from saga.codec import as_utc, iso
 from saga.exceptions import ConflictError, NotFound
 from saga.purchase import money as _money
 
@@ -15,7 +15,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga.core.db import Database, Tx
+    from saga import Database, Tx
 
 MAX_SEATS = 1_000_000
 LIST_MAX = 10_000

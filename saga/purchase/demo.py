@@ -28,13 +28,13 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core.verify import verify
+from saga import verify
 from saga.exceptions import ConflictError, TransitionNotAllowed
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from saga.core.engine import Engine
+    from saga import Engine
 
 # (payment method, weight): mostly fine, some declines, late payments,
 # timeouts, wrong amounts, messy webhooks and refund trouble.
@@ -303,7 +303,7 @@ def _is_settled(state: str, owner: str | None) -> bool:
 
 
 def _queues_idle(engine: Engine) -> bool:
-    from saga.core.stats import collect  # noqa: PLC0415 - only the demo needs it here
+    from saga import collect_stats as collect  # noqa: PLC0415 - only the demo needs it here
 
     figures = collect(engine.db)
     busy = any(q["due"] or q["running"] for q in figures["queues"].values())

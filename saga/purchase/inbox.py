@@ -17,9 +17,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core import validation as _validation
-from saga.core.codec import digest, dump_json
-from saga.core.recon import open_review
+from saga import open_review
+from saga import validation as _validation
+from saga.codec import digest, dump_json
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase import money as _money
 from saga.purchase.steps import apply_payment, apply_refund
@@ -30,8 +30,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga.core.db import Database, Tx
-    from saga.core.sagas import Registry
+    from saga import Database, Registry, Tx
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
 EVENTS: Final = {

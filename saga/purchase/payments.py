@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga.core.db import Tx
+    from saga import Tx
     from steps import ProviderPayment, ProviderRefund
 
 SETTLED_PAYMENT: Final = frozenset({"succeeded", "failed", "cancelled"})

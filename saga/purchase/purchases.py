@@ -12,9 +12,9 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core import validation as _validation
-from saga.core.codec import as_utc, iso, load_json, maybe_utc
-from saga.core.sagas import Change, Fired, Sagas, history_in
+from saga import Change, Fired, Sagas, history_in
+from saga import validation as _validation
+from saga.codec import as_utc, iso, load_json, maybe_utc
 from saga.exceptions import (
     DatabaseError,
     DuplicatePurchase,
@@ -33,8 +33,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga.core.db import Database, Tx
-    from saga.core.records import SagaRecord, TransitionRecord
+    from saga import Database, SagaRecord, TransitionRecord, Tx
 
 KIND: Final = PURCHASE.name
 DEFAULT_HOLD_SECONDS: Final = 900

@@ -16,17 +16,17 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core.checker import Checker, Verdict
-from saga.core.handlers import error_text
-from saga.core.recon import (
-    CHECKER,
+from saga import (
+    Checker,
     ContradictedDecision,
     Decision,
     ReconItem,
     ReconPolicy,
+    Verdict,
+    error_text,
+    get_in,
     record_observation,
 )
-from saga.core.sagas import get_in
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase.money import format_minor
 from saga.purchase.payments import record_payment, record_refund, refund_evidence
@@ -35,9 +35,7 @@ from steps.purchase import payment_evidence, payment_key, read_payment, refund_k
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from saga.core.db import Database, Tx
-    from saga.core.records import SagaRecord
-    from saga.core.sagas import Change, Registry
+    from saga import Change, Database, Registry, SagaRecord, Tx
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
 # What an automatic check may settle on its own, by subject and reading.
@@ -335,7 +333,7 @@ def payment_checker(
         return look(
             provider(),
             saga,
-            by=CHECKER,
+            by=Checker.ACTOR,
             cancel_pending=item.subject == "payment",
             ask_refund=item.subject == "refund",
         )

@@ -18,19 +18,20 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core.codec import digest, load_json
-from saga.core.db import Database, normalize_url
-from saga.core.sqlfiles import sandbox_schema, split_statements
+from saga import Database, SqlComponent, normalize_url
+from saga.codec import digest, load_json
 from saga.exceptions import DatabaseMissing
 from steps import OutcomeUnknown, PaymentMethod, PermanentError, ProviderPayment, ProviderRefund
 
 if TYPE_CHECKING:
     from sqlalchemy.engine import RowMapping
 
-    from saga.core.db import Tx
+    from saga import Tx
 
 _SCHEMA: Final = re.compile(r"search_path=([A-Za-z_][A-Za-z0-9_]*)")
 _SETUP_LOCK: Final = 0x5A6A_0002
+# The sandbox's ledger lives in a database of its own, with its own SQL.
+SANDBOX_SQL: Final = SqlComponent.bundled("sandbox")
 DEFAULT_SCHEMA: Final = "saga_sandbox"
 # What pm_amount_mismatch charges on top of the asked amount, in minor units.
 MISMATCH_EXTRA: Final = 100
@@ -85,7 +86,7 @@ class Sandbox:
             url,
             pool_size=pool_size,
             application_name="saga-sandbox",
-            component="sandbox",
+            components=(SANDBOX_SQL,),
             field="sandbox_db",
         )
         self.db.before_first_use(self._create if create else self._require)
@@ -99,7 +100,7 @@ class Sandbox:
 
         def work(tx: Tx) -> None:
             tx.run("lock_setup", key=_SETUP_LOCK)
-            tx.script(split_statements(sandbox_schema(tx.dialect)))
+            tx.script(SANDBOX_SQL.schema(tx.dialect) or "")
 
         self.db.transaction(work)
 

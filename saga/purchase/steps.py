@@ -19,14 +19,20 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
-from saga.core.codec import as_utc
-from saga.core.faults import crash_point
-from saga.core.handlers import Apply, JobKind, classify_error, error_text
-from saga.core.jobs import NewJob, enqueue_in
-from saga.core.queue import fence_in
-from saga.core.recon import open_review
-from saga.core.records import SagaRecord
-from saga.core.sagas import fire_in
+from saga import (
+    Apply,
+    JobKind,
+    NewJob,
+    SagaRecord,
+    classify_error,
+    crash_point,
+    enqueue_in,
+    error_text,
+    fence_in,
+    fire_in,
+    open_review,
+)
+from saga.codec import as_utc
 from saga.exceptions import NotFound, TransitionNotAllowed
 from saga.purchase.payments import (
     mark_payment_unknown,
@@ -44,9 +50,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga.core.db import Database, Tx
-    from saga.core.queue import Job
-    from saga.core.sagas import Change, Registry
+    from saga import Change, Database, Job, Registry, Tx
     from steps import PaymentProvider, ProviderRefund
     from steps.errors import ErrorClass
 

@@ -16,15 +16,14 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core.invariants import Invariant
+from saga import Invariant
 from saga.exceptions import SagaError
 from state_machine.purchase import PURCHASE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from saga.core.db import Tx
-    from saga.core.sagas import Context
+    from saga import Context, Tx
     from steps import ProviderPayment, ProviderRefund
 
 _TERMINAL: Final = frozenset(s.name for s in PURCHASE.states if s.terminal)

@@ -10,7 +10,7 @@ from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase.inbox import ProviderEvent
 
 if TYPE_CHECKING:
-    from saga.core.sagas import Context
+    from saga import Context
 
 log = structlog.get_logger(__name__)
 

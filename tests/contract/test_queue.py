@@ -7,7 +7,7 @@ from datetime import timedelta
 import pytest
 
 from saga import NewJob
-from saga.core.codec import as_utc
+from saga.codec import as_utc
 from saga.core.dlq import DeadLetters, Filter
 from saga.core.queue import Done, Queue
 from saga.core.stats import collect

@@ -7,23 +7,54 @@ import threading
 import pytest
 
 from saga import Engine
-from saga.core.migrate import current_version, required_version
+from saga.core.migrate import (
+    current_version,
+    current_versions,
+    required_version,
+    required_versions,
+)
 from saga.core.sqlfiles import migrations, split_statements, tracking_table
 from saga.exceptions import DatabaseError, SchemaOutOfDate
+from saga.purchase.app import PURCHASE_SQL
+from tests.approval_app import app as approval_app
 from tests.conftest import PostgresSchema, require_postgres
 from tests.helpers import catalog, execute
 
 
-def _migrated_step_by_step(url: str) -> Engine:
-    """A database built by running every migration file in order, as old installs did."""
+def _engine_migrations_only(url: str, upto: int | None = None) -> Engine:
+    """
+    A database built by running the engine's migration files in order, as old installs did.
+
+    Before applications had SQL components of their own, the engine's
+    migrations 0001-0004 created the purchase's tables too.
+    """
     engine = Engine(url, check_schema=False)
 
     def work(tx):
         tx.script(split_statements(tracking_table(tx.dialect)))
-        for migration in migrations(tx.dialect):
+        for migration in migrations(tx.dialect)[:upto]:
             tx.script(split_statements(migration.sql))
             tx.run(
                 "record_migration",
+                version=migration.version,
+                name=migration.name,
+                checksum=migration.checksum,
+            )
+
+    engine.db.transaction(work)
+    return engine
+
+
+def _migrated_step_by_step(url: str) -> Engine:
+    """Every engine migration in order, then every migration of the purchase's component."""
+    engine = _engine_migrations_only(url)
+
+    def work(tx):
+        for migration in PURCHASE_SQL.migrations(tx.dialect):
+            tx.script(split_statements(migration.sql))
+            tx.run(
+                "record_component_migration",
+                component="purchase",
                 version=migration.version,
                 name=migration.name,
                 checksum=migration.checksum,
@@ -52,6 +83,41 @@ def test_migrations_yield_the_schema_of_a_fresh_create(db_url, second_url):
         expected = catalog(fresh)
     with _migrated_step_by_step(second_url) as migrated:
         assert expected == catalog(migrated)
+
+
+def test_a_database_from_before_components_upgrades_in_place(db_url):
+    """An old database (purchase tables made by the engine's migrations) keeps its rows."""
+    with _engine_migrations_only(db_url, upto=4) as old:
+        old.catalogue.add("old-1", seats=3, price="10.00", currency="EUR")
+        assert {"engine": 4, "purchase": 0} == current_versions(old.db)
+        result = old.upgrade()
+        assert ("purchase/0001_initial",) == result.applied
+        assert required_versions(old.db) == current_versions(old.db)
+        assert ["old-1"] == [i.id for i in old.catalogue.list()]
+
+
+def test_an_application_without_sql_gets_only_the_engines_tables(db_url):
+    """The purchase's tables belong to the purchase: another application does not get them."""
+    with Engine(db_url, app=approval_app, check_schema=False) as engine:
+        engine.upgrade()
+        tables = {key.split(":")[1] for key in catalog(engine) if key.startswith("table:")}
+        if engine.db.dialect == "postgres":
+            tables = {row[0] for row in catalog(engine)["columns"]}
+        assert "sagas" in tables
+        assert not tables & {"intensives", "purchases", "payments", "refunds"}
+        assert {"engine": required_version(engine.db)} == current_versions(engine.db)
+
+
+def test_an_edited_component_migration_is_detected(db_url):
+    """An application's applied migration is checked like the engine's own."""
+    with Engine(db_url, check_schema=False) as engine:
+        engine.upgrade()
+        execute(
+            engine,
+            "UPDATE saga_component_migrations SET checksum = 'edited' WHERE component = 'purchase'",
+        )
+        with pytest.raises(DatabaseError, match="purchase migration 0001_initial was edited"):
+            engine.upgrade()
 
 
 def test_upgrade_is_idempotent(db_url):
@@ -99,6 +165,21 @@ def test_sqlite_creates_its_schema_on_first_use(sqlite_url):
     """The embedded default needs no setup: opening it creates the schema."""
     with Engine(sqlite_url) as engine:
         assert required_version(engine.db) == current_version(engine.db)
+
+
+def test_postgres_names_the_component_that_is_behind(postgres_url):
+    """An engine current but an application's tables behind is refused, naming them."""
+    with _engine_migrations_only(postgres_url) as old:
+        pass
+    with Engine(postgres_url) as engine, pytest.raises(SchemaOutOfDate) as caught:
+        engine.catalogue.list()
+    assert ("purchase", 0, 1) == (
+        caught.value.component,
+        caught.value.current,
+        caught.value.required,
+    )
+    assert "the purchase tables are at version 0" in str(caught.value)
+    del old
 
 
 def test_postgres_needs_an_explicit_upgrade(postgres_url):

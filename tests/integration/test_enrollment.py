@@ -13,6 +13,7 @@ import json
 import shutil
 
 import pytest
+import sqlalchemy as sa
 
 from saga import Engine
 from tests.enrollment_app import app, contract_key, sandbox_for
@@ -114,3 +115,44 @@ def test_verify_names_an_enrollment_the_provider_never_signed(school, db_url, ca
     code, broken = verify(capsys, db_url)
     assert 1 == code
     assert "enrolled_means_signed" in broken
+
+
+def ledger(engine):
+    with engine.db.engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT saga_id, outcome FROM enrollment_contracts"))
+        return sorted(tuple(row) for row in rows)
+
+
+@pytest.mark.slow
+def test_its_own_table_moves_with_its_sagas(school, db_url, capsys):
+    """The ledger row commits with contract_sent and closes with the saga; stats show it."""
+    saga = enroll(school, "lena")
+    work(capsys, db_url)
+    assert [(saga.id, None)] == ledger(school)
+    school.instances.cancel(saga.id, reason="changed her mind", actor="lena")
+    assert [(saga.id, "withdrawn")] == ledger(school)
+    code, stats = cli_json(capsys, "stats", *APP, "--db", db_url)
+    assert (0, {"withdrawn": 1}) == (code, stats["application"]["contracts"])
+
+
+@pytest.mark.slow
+def test_verify_names_a_contract_missing_from_the_ledger(school, db_url, capsys):
+    """The ledger invariant can fail: a sent contract whose row is gone."""
+    saga = enroll(school, "mia")
+    work(capsys, db_url)
+    assert (0, set()) == verify(capsys, db_url)
+    execute(school, "DELETE FROM enrollment_contracts WHERE saga_id = :id", id=saga.id)
+    assert (1, {"contract_ledger"}) == verify(capsys, db_url)
+
+
+def test_db_upgrade_builds_the_applications_tables(tmp_path, capsys):
+    """`saga db upgrade --app` applies the engine's migrations, then the application's."""
+    url = f"sqlite:///{tmp_path}/fresh.db"
+    code, done = cli_json(capsys, "db", "upgrade", *APP, "--db", url)
+    assert 0 == code
+    assert {"before": 0, "after": 2} == done["components"]["enrollment"]
+    assert ["enrollment/0001_contracts", "enrollment/0002_contract_outcome"] == [
+        name for name in done["applied"] if name.startswith("enrollment/")
+    ]
+    code, again = cli_json(capsys, "db", "upgrade", *APP, "--db", url)
+    assert (0, []) == (code, again["applied"])

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from saga.core import validation as _validation
+from saga import validation as _validation
 from saga.exceptions import InvalidInput
 from saga.purchase import money as _money
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import re
 import sys
 from pathlib import Path
 
@@ -123,3 +124,53 @@ def test_no_import_cycle_in_saga():
                     seen.add(nxt)
                     stack.append((nxt, [*path, nxt]))
     assert [] == sorted(set(cycles))[:5]
+
+
+# What an application may import of the engine: its public names, nothing under saga.core.
+PUBLIC = {"saga", "saga.codec", "saga.validation", "saga.exceptions"}
+
+
+@pytest.mark.parametrize("application", ["saga/purchase", "tests/enrollment_app.py"])
+def test_applications_use_only_the_public_api(application):
+    """The purchase is built like a user's application: `from saga import …` and its own code."""
+    root = ROOT / application
+    paths = sorted(root.rglob("*.py")) if root.is_dir() else [root]
+    bad = []
+    for path in paths:
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            modules = []
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                modules = [node.module]
+            elif isinstance(node, ast.Import):
+                modules = [alias.name for alias in node.names]
+            bad += [
+                f"{path.relative_to(ROOT)} imports {module}"
+                for module in modules
+                if module.split(".")[0] == "saga"
+                and module not in PUBLIC
+                and not module.startswith("saga.purchase")
+            ]
+    assert [] == bad
+
+
+def test_the_engines_tables_name_no_application_table():
+    """The engine's schema and queries never touch the purchase's tables: SQL is per component."""
+    from saga.core.sqlfiles import ENGINE, SqlComponent
+
+    purchase = SqlComponent.bundled("purchase")
+    bad = []
+    for dialect in ("postgres", "sqlite"):
+        tables = set()
+        for migration in purchase.migrations(dialect):
+            tables |= set(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", migration.sql))
+        assert {"intensives", "purchases", "payments", "refunds"} <= tables
+        texts = {"schema.sql": ENGINE.schema(dialect) or ""}
+        texts |= {f"query {q.name}": q.sql for q in ENGINE.queries(dialect).values()}
+        for where, text in texts.items():
+            code = re.sub(r"--[^\n]*", "", text)
+            bad += [
+                f"{dialect} {where} names {table}"
+                for table in sorted(tables)
+                if re.search(rf"\b{table}\b", code)
+            ]
+    assert [] == bad

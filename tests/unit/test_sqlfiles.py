@@ -8,6 +8,9 @@ import pytest
 
 from saga.core.sqlfiles import (
     DIALECTS,
+    ENGINE,
+    SqlComponent,
+    merged_queries,
     migrations,
     parse_queries,
     queries,
@@ -71,48 +74,85 @@ class TestSplitStatements:
         assert statements[0].endswith("END")
 
 
+BUNDLED = [SqlComponent.bundled(name) for name in ("engine", "purchase", "sandbox")]
+by_name = pytest.mark.parametrize("component", BUNDLED, ids=lambda c: c.name)
+
+
 @pytest.mark.parametrize("dialect", DIALECTS)
-def test_files_parse(dialect):
-    """Every dialect's queries, schema and migrations load."""
+def test_engine_files_parse(dialect):
+    """The engine's queries, schema and migrations load on every dialect."""
     assert queries(dialect)
     assert split_statements(schema(dialect))
     assert migrations(dialect)
 
 
-def test_both_dialects_define_the_same_queries():
-    """PostgreSQL and SQLite answer the same named queries."""
-    assert set(queries("postgres")) == set(queries("sqlite"))
+@by_name
+def test_both_dialects_define_the_same_queries(component):
+    """PostgreSQL and SQLite answer the same named queries, component by component."""
+    assert component.queries("postgres")
+    assert set(component.queries("postgres")) == set(component.queries("sqlite"))
 
 
-def test_both_dialects_bind_the_same_parameters():
+@by_name
+def test_both_dialects_bind_the_same_parameters(component):
     """Each named query takes the same parameters on both dialects."""
-    for name, query in queries("postgres").items():
+    for name, query in component.queries("postgres").items():
         pg = set(re.findall(r"(?<!:):([a-z_]+)", query.sql))
-        lite = set(re.findall(r"(?<!:):([a-z_]+)", queries("sqlite")[name].sql))
+        lite = set(re.findall(r"(?<!:):([a-z_]+)", component.queries("sqlite")[name].sql))
         assert pg == lite, name
 
 
-def test_both_dialects_have_the_same_migrations():
+@by_name
+def test_both_dialects_have_the_same_migrations(component):
     """Every migration exists for both dialects, with the same number and name."""
-    names = {d: [(m.version, m.name) for m in migrations(d)] for d in DIALECTS}
+    names = {d: [(m.version, m.name) for m in component.migrations(d)] for d in DIALECTS}
     assert names["postgres"] == names["sqlite"]
 
 
-def test_every_state_change_is_a_compare_and_set():
+@by_name
+def test_every_state_change_is_a_compare_and_set(component):
     """UPDATEs of a saga's state always say which state and version they expect."""
     for dialect in DIALECTS:
-        for query in queries(dialect).values():
+        for query in component.queries(dialect).values():
             if re.search(r"UPDATE\s+sagas\b", query.sql) and "SET state" in query.sql:
                 assert "AND state = :from_state AND version = :version" in query.sql, query.name
 
 
-def test_queries_never_format_values():
+@by_name
+def test_queries_never_format_values(component):
     """Values are bound: no Python format markers in SQL text."""
     for dialect in DIALECTS:
-        for query in queries(dialect).values():
+        for query in component.queries(dialect).values():
             assert not re.search(r"\{[a-z_]*\}|%s|%\(", query.sql), query.name
 
 
-def test_sandbox_queries_match_across_dialects():
-    """The sandbox provider answers the same named queries on both dialects."""
-    assert set(queries("postgres", "sandbox")) == set(queries("sqlite", "sandbox"))
+def test_the_engine_and_its_applications_share_no_query_name():
+    """Every component's queries run in one namespace: no name is defined twice."""
+    for dialect in DIALECTS:
+        assert merged_queries(dialect, tuple(BUNDLED))
+
+
+def test_a_query_name_two_components_define_is_refused(tmp_path):
+    """An application may not shadow one of the engine's queries."""
+    folder = tmp_path / "sqlite" / "queries"
+    folder.mkdir(parents=True)
+    (folder / "mine.sql").write_text("-- name: db_now\nSELECT 1;\n")
+    mine = SqlComponent(name="mine", root=tmp_path)
+    with pytest.raises(ValueError, match="'db_now' is defined by both the 'engine' and the 'mine'"):
+        merged_queries("sqlite", (ENGINE, mine))
+
+
+def test_migrations_must_be_numbered_without_gaps(tmp_path):
+    """A missing number is refused rather than skipped."""
+    folder = tmp_path / "sqlite" / "migrations"
+    folder.mkdir(parents=True)
+    (folder / "0001_first.sql").write_text("CREATE TABLE a (x int);")
+    (folder / "0003_third.sql").write_text("CREATE TABLE b (x int);")
+    with pytest.raises(ValueError, match=r"numbered \[1, 2\], found \[1, 3\]"):
+        SqlComponent(name="gappy", root=tmp_path).migrations("sqlite")
+
+
+def test_a_component_name_is_snake_case(tmp_path):
+    """The name is recorded beside each migration: it must be a plain identifier."""
+    with pytest.raises(ValueError, match="snake_case"):
+        SqlComponent(name="My App", root=tmp_path)

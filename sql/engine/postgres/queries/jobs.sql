@@ -1,0 +1,308 @@
+-- Jobs: acceptance, claims, fenced writes, dead letters, statistics.
+-- PostgreSQL; sql/engine/sqlite/queries/jobs.sql defines the same names, and values
+-- are always bound (:name), never formatted into the text.  Lists of ids or
+-- of (id, token, result) items arrive as one bound JSON document.
+
+-- (= ANY (ARRAY(...)) rather than IN (SELECT ...): the planner then walks the
+-- primary key instead of hashing the whole table.)
+
+-- name: enqueue_jobs
+-- Queue jobs, each due at its available_at or after its delay; ids that exist
+-- already are left alone.  The ids that were inserted come back.
+INSERT INTO jobs (id, queue, kind, digest, saga_id, max_attempts, available_at)
+SELECT i.id, i.queue, i.kind, i.digest, i.saga_id, i.max_attempts,
+       coalesce(i.available_at, clock_timestamp() + make_interval(secs => i.delay_seconds))
+FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(
+    id text, queue text, kind text, digest text, saga_id text, max_attempts integer,
+    delay_seconds double precision, available_at timestamptz
+)
+ORDER BY i.id
+ON CONFLICT (id) DO NOTHING
+RETURNING id;
+
+-- name: insert_job_payloads
+-- Store new jobs' payloads beside them.
+INSERT INTO job_payloads (job_id, payload)
+SELECT i.id, i.payload
+FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, payload jsonb)
+ON CONFLICT (job_id) DO NOTHING;
+
+-- name: notify_jobs
+-- Wake listening workers when the transaction commits (LISTEN saga_jobs).
+SELECT pg_notify('saga_jobs', :queue);
+
+-- name: drop_pending_timers
+-- Forget a saga's timers that have not fired: its state changed.
+DELETE FROM jobs
+WHERE saga_id = :saga_id AND kind = :kind AND state = 'pending';
+
+-- name: drop_pending_job
+-- Forget one job that has not started (what it was for no longer matters).
+DELETE FROM jobs WHERE id = :id AND state = 'pending';
+
+-- name: list_saga_jobs
+-- The jobs of one saga, live and finished, oldest first.
+SELECT id, queue, kind, state, attempts, created_at FROM jobs WHERE saga_id = :saga_id
+UNION ALL
+SELECT id, queue, kind, state, attempts, created_at FROM job_archive WHERE saga_id = :saga_id
+ORDER BY created_at, id;
+
+-- name: job_digests
+-- The fingerprints of accepted jobs, live or finished.
+SELECT id, kind, digest, state FROM jobs
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+UNION ALL
+SELECT id, kind, digest, state FROM job_archive
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))));
+
+-- name: archived_digests
+-- The fingerprints of jobs that finished before, among these ids.
+SELECT id, kind, digest, state FROM job_archive
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))));
+
+-- name: forget_new_jobs
+-- Undo this transaction's own inserts of jobs whose ids already finished.
+DELETE FROM jobs
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND state = 'pending' AND attempts = 0;
+
+-- name: get_job
+-- One job, live or finished, with its payload while it is live.
+SELECT j.id, j.queue, j.kind, j.saga_id, j.state, j.attempts, j.max_attempts, j.available_at,
+       j.lease_until, j.last_error, j.error_class, j.created_at, j.finished_at, p.payload
+FROM jobs j LEFT JOIN job_payloads p ON p.job_id = j.id
+WHERE j.id = :id
+UNION ALL
+SELECT a.id, a.queue, a.kind, a.saga_id, a.state, a.attempts, a.attempts, NULL, NULL, NULL, NULL,
+       a.created_at, a.finished_at, NULL
+FROM job_archive a
+WHERE a.id = :id;
+
+-- name: get_job_result
+-- The result a completed job stored.
+SELECT result FROM job_results WHERE job_id = :job_id;
+
+-- name: dead_letter_exhausted_leases
+-- Jobs whose lease ran out on their last allowed attempt: the worker died or
+-- hung every time (a poison job).  They become dead letters, not new attempts.
+WITH clock AS (SELECT clock_timestamp() AS now),
+exhausted AS (
+    SELECT id FROM jobs
+    WHERE state = 'running' AND lease_until < clock_timestamp() AND attempts >= max_attempts
+      AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))))
+    ORDER BY lease_until
+    LIMIT :limit
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j
+SET state = 'failed', lease_token = NULL, lease_until = NULL,
+    finished_at = clock.now, updated_at = clock.now, error_class = 'crashed',
+    last_error = 'lease expired on the last attempt: the worker stopped without reporting '
+                 || j.attempts || ' time(s)'
+FROM exhausted, clock
+WHERE j.id = exhausted.id
+RETURNING j.id, j.kind, j.attempts;
+
+-- name: claim_expired_jobs
+-- Take over jobs whose worker lost its lease (crashed, was killed, hung).
+-- With :first_time, only those whose lease expired for the first time, up to
+-- :batch at once: a killed worker's batch comes back together.  Each is
+-- marked 'lease_expired'; one that expires again (it may be the job that
+-- kills its worker) is then taken alone (:first_time false, :batch 1).
+WITH clock AS (SELECT clock_timestamp() AS now),
+expired AS (
+    SELECT id FROM jobs
+    WHERE state = 'running' AND lease_until < clock_timestamp() AND attempts < max_attempts
+      AND (NOT CAST(:first_time AS boolean) OR error_class IS DISTINCT FROM 'lease_expired')
+      AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))))
+    ORDER BY lease_until, id
+    LIMIT :batch
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j
+SET attempts = j.attempts + 1, lease_token = :token,
+    lease_until = clock.now + make_interval(secs => CAST(:lease_seconds AS double precision)),
+    updated_at = clock.now, error_class = 'lease_expired',
+    last_error = 'lease expired: the worker that held it stopped without reporting'
+FROM expired, clock
+WHERE j.id = expired.id
+RETURNING j.id, j.queue, j.kind, j.saga_id, j.attempts, j.max_attempts, j.lease_until,
+          (SELECT p.payload FROM job_payloads p WHERE p.job_id = j.id) AS payload;
+
+-- name: claim_jobs
+-- Claim up to :batch due jobs in one short transaction: skip rows other
+-- workers hold, give each a lease from the database clock under a fresh token.
+WITH clock AS (SELECT clock_timestamp() AS now),
+due AS (
+    SELECT id FROM jobs
+    WHERE state = 'pending' AND available_at <= clock_timestamp()
+      AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))))
+    ORDER BY available_at, id
+    LIMIT :batch
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE jobs j
+SET state = 'running', attempts = j.attempts + 1, lease_token = :token,
+    lease_until = clock.now + make_interval(secs => CAST(:lease_seconds AS double precision)),
+    updated_at = clock.now
+FROM due, clock
+WHERE j.id = due.id
+RETURNING j.id, j.queue, j.kind, j.saga_id, j.attempts, j.max_attempts, j.lease_until,
+          (SELECT p.payload FROM job_payloads p WHERE p.job_id = j.id) AS payload;
+
+-- name: fence_jobs
+-- Lock the listed jobs that this worker still owns: matching token and an
+-- unexpired lease, checked after the row lock is taken (FOR UPDATE re-reads
+-- a row another transaction changed).  Only these may be completed.
+SELECT j.id FROM jobs j
+JOIN jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, token text) ON i.id = j.id
+WHERE j.state = 'running' AND j.lease_token = i.token AND j.lease_until > clock_timestamp()
+ORDER BY j.id
+FOR UPDATE OF j;
+
+-- name: archive_owned_jobs
+-- Fence and archive in one statement: copy the listed jobs this worker still
+-- owns (token matches, lease unexpired, checked under the row lock) to the
+-- archive as done.  The ids it archived come back; the others are not ours.
+INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at, finished_at)
+SELECT j.id, j.queue, j.kind, j.digest, j.saga_id, 'done', j.attempts, j.created_at,
+       clock_timestamp()
+FROM jobs j
+JOIN jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, token text) ON i.id = j.id
+WHERE j.state = 'running' AND j.lease_token = i.token AND j.lease_until > clock_timestamp()
+ORDER BY j.id
+FOR UPDATE OF j
+RETURNING id;
+
+-- name: archive_jobs
+-- Copy fenced jobs to the archive as done.
+INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at, finished_at)
+SELECT id, queue, kind, digest, saga_id, 'done', attempts, created_at, clock_timestamp()
+FROM jobs
+WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))));
+
+-- name: insert_job_results
+-- Store the results of completed jobs, one per job.
+INSERT INTO job_results (job_id, result)
+SELECT i.id, i.result
+FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, result jsonb)
+WHERE i.result IS NOT NULL;
+
+-- name: delete_jobs
+-- Remove archived jobs from the hot table (their payloads go with them).
+DELETE FROM jobs WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))));
+
+-- name: retry_job
+-- Fenced: give the job back for a later attempt, keeping the error.
+WITH clock AS (SELECT clock_timestamp() AS now)
+UPDATE jobs j
+SET state = 'pending', lease_token = NULL, lease_until = NULL, updated_at = clock.now,
+    available_at = clock.now + make_interval(secs => CAST(:delay_seconds AS double precision)),
+    last_error = :error, error_class = :error_class
+FROM clock
+WHERE j.id = :id AND j.state = 'running' AND j.lease_token = :token AND j.lease_until > clock.now
+RETURNING j.id, j.available_at;
+
+-- name: fail_job
+-- Fenced: dead-letter the job with its reason.
+WITH clock AS (SELECT clock_timestamp() AS now)
+UPDATE jobs j
+SET state = 'failed', lease_token = NULL, lease_until = NULL, updated_at = clock.now,
+    finished_at = clock.now, last_error = :error, error_class = :error_class
+FROM clock
+WHERE j.id = :id AND j.state = 'running' AND j.lease_token = :token AND j.lease_until > clock.now
+RETURNING j.id;
+
+-- name: extend_leases
+-- Fenced: push the leases of the listed jobs of one claim further.
+WITH clock AS (SELECT clock_timestamp() AS now)
+UPDATE jobs j
+SET lease_until = clock.now + make_interval(secs => CAST(:lease_seconds AS double precision)),
+    updated_at = clock.now
+FROM clock
+WHERE j.id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND j.state = 'running' AND j.lease_token = :token AND j.lease_until > clock.now
+RETURNING j.id;
+
+-- name: release_jobs
+-- Fenced: hand claimed jobs that never started back, as if never claimed.
+WITH clock AS (SELECT clock_timestamp() AS now)
+UPDATE jobs j
+SET state = 'pending', lease_token = NULL, lease_until = NULL, attempts = j.attempts - 1,
+    updated_at = clock.now
+FROM clock
+WHERE j.id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))))
+  AND j.state = 'running' AND j.lease_token = :token AND j.lease_until > clock.now
+RETURNING j.id;
+
+-- name: next_due_in
+-- Seconds until the next pending job of these kinds is due (NULL: none).
+-- (GREATEST ignores NULL: without the CASE an empty queue would read "due now".)
+SELECT CASE WHEN min(available_at) IS NULL THEN NULL
+            ELSE GREATEST(0, EXTRACT(EPOCH FROM min(available_at) - clock_timestamp())) END
+FROM jobs
+WHERE state = 'pending' AND kind = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:kinds AS jsonb))));
+
+-- name: list_dead_letters
+-- Dead letters, oldest first, optionally of one queue and one kind (the
+-- columns of get_job, without the payload).
+SELECT j.id, j.queue, j.kind, j.saga_id, j.state, j.attempts, j.max_attempts, j.available_at,
+       j.lease_until, j.last_error, j.error_class, j.created_at, j.finished_at, NULL AS payload
+FROM jobs j
+WHERE j.state = 'failed'
+  AND (CAST(:queue AS text) IS NULL OR j.queue = :queue)
+  AND (CAST(:kind AS text) IS NULL OR j.kind = :kind)
+  AND (CAST(:job_id AS text) IS NULL OR j.id = :job_id)
+ORDER BY j.finished_at, j.id
+LIMIT :limit;
+
+-- name: replay_job
+-- Give one dead letter a fresh set of attempts, due now.
+WITH clock AS (SELECT clock_timestamp() AS now)
+UPDATE jobs j
+SET state = 'pending', attempts = 0, available_at = clock.now, finished_at = NULL,
+    updated_at = clock.now
+FROM clock
+WHERE j.id = :id AND j.state = 'failed'
+RETURNING j.id, j.queue;
+
+-- name: record_replay
+-- Audit one replay.
+INSERT INTO job_replays (job_id, actor, reason, previous_error, previous_class, attempts)
+VALUES (:job_id, :actor, :reason, :previous_error, :previous_class, :attempts);
+
+-- name: queue_stats
+-- Per queue: pending (and due), running, expired leases, dead letters, oldest due age.
+SELECT queue,
+       count(*) FILTER (WHERE state = 'pending') AS pending,
+       count(*) FILTER (WHERE state = 'pending' AND available_at <= clock_timestamp()) AS due,
+       count(*) FILTER (WHERE state = 'running') AS running,
+       count(*) FILTER (WHERE state = 'running' AND lease_until < clock_timestamp())
+           AS expired_leases,
+       count(*) FILTER (WHERE state = 'failed') AS failed,
+       coalesce(EXTRACT(EPOCH FROM clock_timestamp() - min(available_at)
+           FILTER (WHERE state = 'pending' AND available_at <= clock_timestamp())), 0)
+           AS oldest_pending_age_s
+FROM jobs
+GROUP BY queue
+ORDER BY queue;
+
+-- name: failed_by_reason
+-- Dead letters per queue and error class.
+SELECT queue, error_class, count(*) AS failed
+FROM jobs WHERE state = 'failed'
+GROUP BY queue, error_class
+ORDER BY queue, error_class;
+
+-- name: done_by_queue
+-- Finished jobs per queue.
+SELECT queue, count(*) AS done FROM job_archive GROUP BY queue ORDER BY queue;
+
+-- name: saga_state_stats
+-- Per saga kind and state: how many, and how long they have been there.
+SELECT kind, state, count(*) AS sagas,
+       EXTRACT(EPOCH FROM clock_timestamp() - min(entered_at)) AS oldest_in_state_s,
+       EXTRACT(EPOCH FROM avg(clock_timestamp() - entered_at)) AS mean_in_state_s
+FROM sagas
+GROUP BY kind, state
+ORDER BY kind, state;

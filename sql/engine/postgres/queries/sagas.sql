@@ -1,0 +1,128 @@
+-- Sagas: creation, compare-and-set transitions, audit, accepted operation ids.
+-- PostgreSQL; sql/engine/sqlite/queries/sagas.sql defines the same names, and values
+-- are always bound (:name), never formatted into the text.
+
+-- name: insert_saga
+-- Create a saga in its initial state, with its first deadline if any; one
+-- reading of the clock stamps it, so the deadline is exactly creation + timeout.
+WITH clock AS (SELECT clock_timestamp() AS now)
+INSERT INTO sagas (id, kind, definition_version, state, data, deadline_event, deadline_at,
+                   created_at, entered_at, updated_at)
+SELECT :id, :kind, :definition_version, :state, CAST(:data AS jsonb), :deadline_event,
+       CASE WHEN CAST(:deadline_seconds AS double precision) IS NULL THEN NULL
+            ELSE clock.now + make_interval(secs => CAST(:deadline_seconds AS double precision))
+       END,
+       clock.now, clock.now, clock.now
+FROM clock
+RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+          created_at, entered_at, updated_at;
+
+-- name: get_saga
+-- One saga.
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM sagas WHERE id = :id;
+
+-- name: lock_saga
+-- One saga, locked until the transaction ends, to decide its next transition.
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM sagas WHERE id = :id
+FOR UPDATE;
+
+-- name: transition_saga
+-- Compare-and-set: move the saga only if it is still in the state and at the
+-- version the decision was made on; set its next deadline from the database clock.
+WITH clock AS (SELECT clock_timestamp() AS now)
+UPDATE sagas
+SET state = :to_state,
+    version = version + 1,
+    data = CAST(:data AS jsonb),
+    deadline_event = :deadline_event,
+    deadline_at = CASE
+        WHEN CAST(:deadline_seconds AS double precision) IS NULL THEN NULL
+        WHEN CAST(:deadline_since_created AS boolean)
+            THEN created_at + make_interval(secs => CAST(:deadline_seconds AS double precision))
+        ELSE clock.now + make_interval(secs => CAST(:deadline_seconds AS double precision))
+    END,
+    entered_at = clock.now,
+    updated_at = clock.now
+FROM clock
+WHERE id = :id AND state = :from_state AND version = :version
+RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+          created_at, entered_at, updated_at;
+
+-- name: insert_transition
+-- Append one audit row.  Inside a job's fenced transaction it names the job
+-- and records whether that job's lease was valid at this moment (the fencing
+-- witness `saga verify` reads); outside one both stay NULL.
+INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload,
+                              job_id, lease_valid)
+VALUES (:saga_id, :version, :from_state, :to_state, :event, :actor, :cause, CAST(:payload AS jsonb),
+        CAST(:job_id AS text),
+        CASE WHEN CAST(:job_id AS text) IS NULL THEN NULL
+             ELSE EXISTS (SELECT 1 FROM jobs
+                          WHERE id = :job_id AND state = 'running' AND lease_token = :lease_token
+                            AND lease_until > clock_timestamp())
+        END);
+
+-- name: list_transitions
+-- A saga's audit trail, oldest first.
+SELECT version, from_state, to_state, event, actor, cause, payload, at
+FROM saga_transitions WHERE saga_id = :saga_id
+ORDER BY version;
+
+-- name: claim_operation
+-- Claim an operation id; no row back means it was claimed before (maybe just now,
+-- by a concurrent transaction this one waited for).
+INSERT INTO saga_operations (operation_id, kind, digest, saga_id)
+VALUES (:operation_id, :kind, :digest, :saga_id)
+ON CONFLICT (operation_id) DO NOTHING
+RETURNING operation_id;
+
+-- name: get_operation
+-- An accepted operation id.
+SELECT operation_id, kind, digest, saga_id, created_at
+FROM saga_operations WHERE operation_id = :operation_id;
+
+-- name: operation_of_saga
+-- The operation id that created a saga.
+SELECT operation_id FROM saga_operations WHERE saga_id = :saga_id;
+
+-- name: list_sagas
+-- Sagas of any kind, newest first, optionally of one kind and one state.
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM sagas
+WHERE (CAST(:kind AS text) IS NULL OR kind = :kind) AND (CAST(:state AS text) IS NULL OR state = :state)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: sagas_without_work
+-- Sagas with no job pending or running and no open outcome item (the caller
+-- keeps those whose state is not terminal: they wait for nothing).
+SELECT s.id, s.kind, s.definition_version, s.state, s.version, s.data, s.deadline_at,
+       s.deadline_event, s.created_at, s.entered_at, s.updated_at
+FROM sagas s
+WHERE (CAST(:kind AS text) IS NULL OR s.kind = :kind)
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.saga_id = s.id AND j.state IN ('pending', 'running'))
+  AND NOT EXISTS (SELECT 1 FROM recon_items r
+                  WHERE r.saga_id = s.id AND r.status = 'open' AND r.kind = 'outcome')
+ORDER BY s.created_at DESC, s.id DESC
+LIMIT :limit;
+
+-- name: live_jobs_of_saga
+-- A saga's jobs that are not finished: pending (steps, timers), running, dead letters.
+SELECT j.id, j.queue, j.kind, j.saga_id, j.state, j.attempts, j.max_attempts, j.available_at,
+       j.lease_until, j.last_error, j.error_class, j.created_at, j.finished_at,
+       NULL AS payload
+FROM jobs j WHERE j.saga_id = :saga_id
+ORDER BY j.created_at, j.id;
+
+-- name: open_items_of_saga
+-- A saga's open reconciliation items.
+SELECT id, saga_id, status, subject, reason, evidence, owner, next_check_at, attempts,
+       max_attempts, deadline, escalated_at, version, opened_at, resolved_at, resolution,
+       resolved_by, resolution_reason, kind, overdue_at
+FROM recon_items WHERE saga_id = :saga_id AND status = 'open'
+ORDER BY opened_at;

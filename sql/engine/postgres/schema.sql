@@ -1,0 +1,227 @@
+-- The current schema of the saga engine on PostgreSQL, for a fresh database.
+-- Every change also gets a forward-only file in migrations/; a test checks
+-- that the migrations and this file build identical catalogs.
+-- Times are timestamptz from clock_timestamp(): the database clock decides.
+
+-- One row per saga: its persisted state machine.
+CREATE TABLE sagas (
+    id                  text PRIMARY KEY,
+    kind                text NOT NULL,
+    definition_version  integer NOT NULL,
+    state               text NOT NULL,
+    version             integer NOT NULL DEFAULT 1,
+    data                jsonb NOT NULL DEFAULT '{}',
+    deadline_at         timestamptz,
+    deadline_event      text,
+    created_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    entered_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT sagas_version_positive CHECK (version >= 1),
+    CONSTRAINT sagas_deadline_paired CHECK ((deadline_at IS NULL) = (deadline_event IS NULL))
+);
+CREATE INDEX sagas_kind_state ON sagas (kind, state);
+CREATE INDEX sagas_deadline ON sagas (deadline_at) WHERE deadline_at IS NOT NULL;
+
+-- Append-only audit: one row per transition, the creation included.
+CREATE TABLE saga_transitions (
+    id          bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    saga_id     text NOT NULL REFERENCES sagas (id),
+    version     integer NOT NULL,
+    from_state  text,
+    to_state    text NOT NULL,
+    event       text NOT NULL,
+    actor       text NOT NULL,
+    cause       text,
+    payload     jsonb NOT NULL DEFAULT '{}',
+    at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    job_id      text,
+    lease_valid boolean,
+    CONSTRAINT saga_transitions_one_per_version UNIQUE (saga_id, version)
+);
+
+CREATE FUNCTION saga_transitions_append_only() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+    RAISE EXCEPTION 'saga_transitions is append-only: % refused', TG_OP
+        USING ERRCODE = 'integrity_constraint_violation';
+END
+$$;
+CREATE TRIGGER saga_transitions_no_update_or_delete
+    BEFORE UPDATE OR DELETE ON saga_transitions
+    FOR EACH ROW EXECUTE FUNCTION saga_transitions_append_only();
+CREATE TRIGGER saga_transitions_no_truncate
+    BEFORE TRUNCATE ON saga_transitions
+    FOR EACH STATEMENT EXECUTE FUNCTION saga_transitions_append_only();
+
+-- Accepted operation ids: the same id with the same digest returns the same
+-- saga; with another digest it is a conflict.  The foreign key is deferred
+-- because the id is claimed first, to serialize racing acceptances.
+CREATE TABLE saga_operations (
+    operation_id  text PRIMARY KEY,
+    kind          text NOT NULL,
+    digest        text NOT NULL,
+    saga_id       text NOT NULL REFERENCES sagas (id) DEFERRABLE INITIALLY DEFERRED,
+    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT saga_operations_one_per_saga UNIQUE (saga_id)
+);
+
+-- Durable work: steps queued by transitions and timers due at a database time.
+-- This is the hot table: it holds pending, running and dead-lettered (failed)
+-- jobs only.  Completion moves a job to job_archive in the same transaction,
+-- so claims never wade through history however much of it there is.
+CREATE TABLE jobs (
+    id            text PRIMARY KEY,
+    queue         text NOT NULL,
+    kind          text NOT NULL,
+    digest        text NOT NULL,
+    saga_id       text REFERENCES sagas (id),
+    state         text NOT NULL DEFAULT 'pending',
+    attempts      integer NOT NULL DEFAULT 0,
+    max_attempts  integer NOT NULL DEFAULT 3,
+    available_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    lease_token   text,
+    lease_until   timestamptz,
+    last_error    text,
+    error_class   text,
+    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    updated_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    finished_at   timestamptz,
+    CONSTRAINT jobs_state_known CHECK (state IN ('pending', 'running', 'done', 'failed')),
+    -- A lease (token and expiry together) exists exactly while a worker runs the job.
+    CONSTRAINT jobs_lease_only_while_running CHECK (
+        (state = 'running') = (lease_token IS NOT NULL)
+        AND (lease_token IS NULL) = (lease_until IS NULL)
+    ),
+    CONSTRAINT jobs_finished_when_final CHECK (
+        (state IN ('done', 'failed')) = (finished_at IS NOT NULL)
+    ),
+    CONSTRAINT jobs_failure_has_a_reason CHECK (state <> 'failed' OR error_class IS NOT NULL),
+    CONSTRAINT jobs_attempts_in_range CHECK (
+        attempts >= 0 AND max_attempts >= 1 AND attempts <= max_attempts
+    )
+) WITH (autovacuum_vacuum_scale_factor = 0.01, autovacuum_vacuum_cost_delay = 0);
+-- Claims walk these partial indexes: due pending jobs in order, expired leases.
+CREATE INDEX jobs_due ON jobs (available_at, id) WHERE state = 'pending';
+CREATE INDEX jobs_leased ON jobs (lease_until) WHERE state = 'running';
+CREATE INDEX jobs_dead ON jobs (finished_at) WHERE state = 'failed';
+CREATE INDEX jobs_by_saga ON jobs (saga_id) WHERE saga_id IS NOT NULL;
+
+-- Payloads stay out of the hot job row, which claims rewrite on every attempt.
+CREATE TABLE job_payloads (
+    job_id   text PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+    payload  jsonb NOT NULL
+);
+
+-- Finished jobs.  Their ids stay known here, so accepting the same id again
+-- returns the finished job instead of running it twice.
+CREATE TABLE job_archive (
+    id           text PRIMARY KEY,
+    queue        text NOT NULL,
+    kind         text NOT NULL,
+    digest       text NOT NULL,
+    saga_id      text,
+    state        text NOT NULL,
+    attempts     integer NOT NULL,
+    created_at   timestamptz NOT NULL,
+    finished_at  timestamptz NOT NULL,
+    CONSTRAINT job_archive_state_final CHECK (state IN ('done', 'failed'))
+);
+CREATE INDEX job_archive_finished ON job_archive (finished_at);
+
+-- A job's result, written in the transaction that completes it: one per job.
+CREATE TABLE job_results (
+    job_id  text PRIMARY KEY,
+    result  jsonb NOT NULL
+);
+
+-- Operators' dead-letter replays: who replayed what, and what it had failed with.
+CREATE TABLE job_replays (
+    id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    job_id          text NOT NULL,
+    actor           text NOT NULL,
+    reason          text,
+    previous_error  text,
+    previous_class  text,
+    attempts        integer NOT NULL,
+    at              timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
+-- The reconciliation queue: one item per unknown outcome, owned by the
+-- automatic checker until its checks run out, then by a human.
+CREATE TABLE recon_items (
+    id                 text PRIMARY KEY,
+    saga_id            text NOT NULL REFERENCES sagas (id),
+    status             text NOT NULL DEFAULT 'open',
+    subject            text NOT NULL,
+    reason             text NOT NULL,
+    evidence           jsonb NOT NULL,
+    owner              text NOT NULL,
+    next_check_at      timestamptz,
+    attempts           integer NOT NULL DEFAULT 0,
+    max_attempts       integer NOT NULL,
+    deadline           timestamptz NOT NULL,
+    escalated_at       timestamptz,
+    version            integer NOT NULL DEFAULT 1,
+    opened_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    resolved_at        timestamptz,
+    resolution         text,
+    resolved_by        text,
+    resolution_reason  text,
+    kind               text NOT NULL DEFAULT 'outcome'
+        CONSTRAINT recon_items_kind_known CHECK (kind IN ('outcome', 'review')),
+    overdue_at         timestamptz,
+    CONSTRAINT recon_items_status_known CHECK (status IN ('open', 'resolved')),
+    CONSTRAINT recon_items_open_has_a_next_check CHECK (
+        status <> 'open' OR next_check_at IS NOT NULL
+    ),
+    CONSTRAINT recon_items_resolution_complete CHECK (
+        (status = 'resolved') = (resolved_at IS NOT NULL AND resolution IS NOT NULL
+                                 AND resolved_by IS NOT NULL)
+    )
+);
+CREATE INDEX recon_items_open ON recon_items (opened_at) WHERE status = 'open';
+-- Exactly one open outcome item per saga (review items hold nothing).
+CREATE UNIQUE INDEX recon_items_one_open_per_saga ON recon_items (saga_id)
+    WHERE status = 'open' AND kind = 'outcome';
+CREATE INDEX recon_items_deadline ON recon_items (deadline) WHERE status = 'open';
+
+-- Everything that happened to an item: opened, checked, escalated, assigned,
+-- resolved, and decisions refused (stale or contradicted by the evidence).
+CREATE TABLE recon_events (
+    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    item_id   text NOT NULL REFERENCES recon_items (id),
+    actor     text NOT NULL,
+    action    text NOT NULL,
+    detail    jsonb NOT NULL DEFAULT '{}',
+    at        timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX recon_events_by_item ON recon_events (item_id, id);
+
+-- The engine's inbox, for any application's messages: deduplicated by
+-- (source, event id) in the transaction of their effect.
+CREATE TABLE inbox_messages (
+    source        text NOT NULL,
+    event_id      text NOT NULL,
+    type          text NOT NULL,
+    digest        text NOT NULL,
+    payload       jsonb NOT NULL,
+    saga_id       text REFERENCES sagas (id),
+    outcome       text NOT NULL,
+    detail        text,
+    received_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    PRIMARY KEY (source, event_id),
+    CONSTRAINT inbox_messages_outcome_known CHECK (
+        outcome IN ('applied', 'absorbed', 'not_applicable', 'unmatched')
+    )
+);
+CREATE INDEX inbox_messages_by_saga ON inbox_messages (saga_id) WHERE saga_id IS NOT NULL;
+
+CREATE TABLE inbox_message_conflicts (
+    id           bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    source       text NOT NULL,
+    event_id     text NOT NULL,
+    digest       text NOT NULL,
+    payload      jsonb NOT NULL,
+    received_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    FOREIGN KEY (source, event_id) REFERENCES inbox_messages (source, event_id)
+);

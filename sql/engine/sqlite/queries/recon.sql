@@ -1,0 +1,125 @@
+-- The reconciliation queue: items for unknown outcomes, their checks and their audit.
+-- SQLite; sql/engine/postgres/queries/recon.sql defines the same names, and values
+-- are always bound (:name), never formatted into the text.  Write transactions
+-- start with BEGIN IMMEDIATE: no FOR UPDATE is needed.
+
+-- name: insert_recon_item
+-- Open an item; its next check and deadline come from the database clock.
+INSERT INTO recon_items (id, saga_id, kind, subject, reason, evidence, owner, next_check_at,
+                         max_attempts, deadline, escalated_at, opened_at)
+VALUES (:id, :saga_id, :kind, :subject, :reason, :evidence, :owner,
+        strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :next_check_seconds / 86400.0),
+        :max_attempts,
+        strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :deadline_seconds / 86400.0),
+        CASE WHEN :escalated THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END,
+        strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+RETURNING id, saga_id, status, subject, reason, evidence, owner, next_check_at, attempts,
+          max_attempts, deadline, escalated_at, version, opened_at, resolved_at, resolution,
+          resolved_by, resolution_reason, kind, overdue_at;
+
+-- name: get_recon_item
+-- One item.
+SELECT id, saga_id, status, subject, reason, evidence, owner, next_check_at, attempts,
+       max_attempts, deadline, escalated_at, version, opened_at, resolved_at, resolution,
+       resolved_by, resolution_reason, kind, overdue_at
+FROM recon_items WHERE id = :id;
+
+-- name: lock_recon_item
+-- One item, locked to decide about it.
+SELECT id, saga_id, status, subject, reason, evidence, owner, next_check_at, attempts,
+       max_attempts, deadline, escalated_at, version, opened_at, resolved_at, resolution,
+       resolved_by, resolution_reason, kind, overdue_at
+FROM recon_items WHERE id = :id;
+
+-- name: open_recon_item_of_saga
+-- The open outcome item of a saga (the one holding it in reconciliation), locked.
+SELECT id, saga_id, status, subject, reason, evidence, owner, next_check_at, attempts,
+       max_attempts, deadline, escalated_at, version, opened_at, resolved_at, resolution,
+       resolved_by, resolution_reason, kind, overdue_at
+FROM recon_items WHERE saga_id = :saga_id AND status = 'open' AND kind = 'outcome';
+
+-- name: any_open_recon_item_of_saga
+-- A saga's open item of any kind, outcome first, locked.
+SELECT id, saga_id, status, subject, reason, evidence, owner, next_check_at, attempts,
+       max_attempts, deadline, escalated_at, version, opened_at, resolved_at, resolution,
+       resolved_by, resolution_reason, kind, overdue_at
+FROM recon_items WHERE saga_id = :saga_id AND status = 'open'
+ORDER BY kind = 'outcome' DESC, opened_at
+LIMIT 1;
+
+-- name: latest_recon_item_of_saga
+-- A saga's most recent item, open or not.
+SELECT id, saga_id, status, subject, reason, evidence, owner, next_check_at, attempts,
+       max_attempts, deadline, escalated_at, version, opened_at, resolved_at, resolution,
+       resolved_by, resolution_reason, kind, overdue_at
+FROM recon_items WHERE saga_id = :saga_id
+ORDER BY opened_at DESC, id DESC
+LIMIT 1;
+
+-- name: list_recon_items
+-- Items, oldest first, optionally by status and owner.
+SELECT id, saga_id, status, subject, reason, evidence, owner, next_check_at, attempts,
+       max_attempts, deadline, escalated_at, version, opened_at, resolved_at, resolution,
+       resolved_by, resolution_reason, kind, overdue_at
+FROM recon_items
+WHERE (:status IS NULL OR status = :status)
+  AND (:owner IS NULL OR owner = :owner)
+  AND (NOT :overdue OR overdue_at IS NOT NULL)
+ORDER BY opened_at, id
+LIMIT :limit;
+
+-- name: record_recon_check
+-- Compare-and-set after an automatic check that settled nothing: the new
+-- evidence, the attempt counted, the next check (or the escalation) planned.
+UPDATE recon_items
+SET evidence = :evidence, attempts = attempts + 1, owner = :owner,
+    next_check_at = strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :next_check_seconds / 86400.0),
+    escalated_at = CASE WHEN :escalated THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') ELSE escalated_at END,
+    version = version + 1
+WHERE id = :id AND status = 'open' AND version = :version
+RETURNING id, version, next_check_at, attempts, owner;
+
+-- name: assign_recon_item
+-- Compare-and-set the owner of an open item.
+UPDATE recon_items SET owner = :owner, version = version + 1
+WHERE id = :id AND status = 'open' AND version = :version
+RETURNING id, version;
+
+-- name: resolve_recon_item
+-- Compare-and-set an open item to resolved.
+UPDATE recon_items
+SET status = 'resolved', resolved_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'), resolution = :resolution,
+    resolved_by = :resolved_by, resolution_reason = :resolution_reason, version = version + 1
+WHERE id = :id AND status = 'open' AND version = :version
+RETURNING id, version;
+
+-- name: insert_recon_event
+-- Audit one thing that happened to an item.
+INSERT INTO recon_events (item_id, actor, action, detail)
+VALUES (:item_id, :actor, :action, :detail);
+
+-- name: list_recon_events
+-- An item's audit trail, oldest first.
+SELECT actor, action, detail, at FROM recon_events WHERE item_id = :item_id ORDER BY id;
+
+-- name: recon_backlog
+-- Open items and the age of the oldest.
+SELECT count(*) AS open,
+       coalesce((julianday('now') - julianday(min(opened_at))) * 86400.0, 0) AS oldest_age_s,
+       count(*) FILTER (WHERE escalated_at IS NOT NULL) AS escalated,
+       count(*) FILTER (WHERE overdue_at IS NOT NULL) AS overdue,
+       count(*) FILTER (WHERE kind = 'review') AS review
+FROM recon_items WHERE status = 'open';
+
+-- name: set_recon_evidence
+-- Add what a check saw to an item that is about to be resolved.
+UPDATE recon_items SET evidence = :evidence WHERE id = :id AND status = 'open';
+
+-- name: escalate_overdue_item
+-- The item's deadline passed unresolved: compare-and-set it to the
+-- operators, escalated and marked overdue (once; its next check stays).
+UPDATE recon_items
+SET owner = 'operators', overdue_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    escalated_at = coalesce(escalated_at, strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), version = version + 1
+WHERE id = :id AND status = 'open' AND overdue_at IS NULL AND deadline <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+RETURNING id, version, saga_id, reason, deadline;

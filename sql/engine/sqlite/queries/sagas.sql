@@ -1,0 +1,123 @@
+-- Sagas: creation, compare-and-set transitions, audit, accepted operation ids.
+-- SQLite; sql/engine/postgres/queries/sagas.sql defines the same names, and values
+-- are always bound (:name), never formatted into the text.
+-- Write transactions start with BEGIN IMMEDIATE: they hold the write lock from
+-- their first statement, so no FOR UPDATE is needed.
+
+-- name: insert_saga
+-- Create a saga in its initial state, with its first deadline if any.
+INSERT INTO sagas (id, kind, definition_version, state, data, deadline_event, deadline_at)
+VALUES (
+    :id, :kind, :definition_version, :state, :data, :deadline_event,
+    CASE WHEN :deadline_seconds IS NULL THEN NULL
+         ELSE strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :deadline_seconds / 86400.0)
+    END
+)
+RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+          created_at, entered_at, updated_at;
+
+-- name: get_saga
+-- One saga.
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM sagas WHERE id = :id;
+
+-- name: lock_saga
+-- One saga, to decide its next transition (the write lock is already held).
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM sagas WHERE id = :id;
+
+-- name: transition_saga
+-- Compare-and-set: move the saga only if it is still in the state and at the
+-- version the decision was made on; set its next deadline from the database clock.
+UPDATE sagas
+SET state = :to_state,
+    version = version + 1,
+    data = :data,
+    deadline_event = :deadline_event,
+    deadline_at = CASE
+        WHEN :deadline_seconds IS NULL THEN NULL
+        WHEN :deadline_since_created
+            THEN strftime('%Y-%m-%dT%H:%M:%fZ', julianday(created_at) + :deadline_seconds / 86400.0)
+        ELSE strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :deadline_seconds / 86400.0)
+    END,
+    entered_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE id = :id AND state = :from_state AND version = :version
+RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+          created_at, entered_at, updated_at;
+
+-- name: insert_transition
+-- Append one audit row.  Inside a job's fenced transaction it names the job
+-- and records whether that job's lease was valid at this moment (the fencing
+-- witness `saga verify` reads); outside one both stay NULL.
+INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload,
+                              job_id, lease_valid)
+VALUES (:saga_id, :version, :from_state, :to_state, :event, :actor, :cause, :payload,
+        :job_id,
+        CASE WHEN :job_id IS NULL THEN NULL
+             ELSE EXISTS (SELECT 1 FROM jobs
+                          WHERE id = :job_id AND state = 'running' AND lease_token = :lease_token
+                            AND lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+        END);
+
+-- name: list_transitions
+-- A saga's audit trail, oldest first.
+SELECT version, from_state, to_state, event, actor, cause, payload, at
+FROM saga_transitions WHERE saga_id = :saga_id
+ORDER BY version;
+
+-- name: claim_operation
+-- Claim an operation id; no row back means it was claimed before.
+INSERT INTO saga_operations (operation_id, kind, digest, saga_id)
+VALUES (:operation_id, :kind, :digest, :saga_id)
+ON CONFLICT (operation_id) DO NOTHING
+RETURNING operation_id;
+
+-- name: get_operation
+-- An accepted operation id.
+SELECT operation_id, kind, digest, saga_id, created_at
+FROM saga_operations WHERE operation_id = :operation_id;
+
+-- name: operation_of_saga
+-- The operation id that created a saga.
+SELECT operation_id FROM saga_operations WHERE saga_id = :saga_id;
+
+-- name: list_sagas
+-- Sagas of any kind, newest first, optionally of one kind and one state.
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM sagas
+WHERE (:kind IS NULL OR kind = :kind) AND (:state IS NULL OR state = :state)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit;
+
+-- name: sagas_without_work
+-- Sagas with no job pending or running and no open outcome item (the caller
+-- keeps those whose state is not terminal: they wait for nothing).
+SELECT s.id, s.kind, s.definition_version, s.state, s.version, s.data, s.deadline_at,
+       s.deadline_event, s.created_at, s.entered_at, s.updated_at
+FROM sagas s
+WHERE (:kind IS NULL OR s.kind = :kind)
+  AND NOT EXISTS (SELECT 1 FROM jobs j WHERE j.saga_id = s.id AND j.state IN ('pending', 'running'))
+  AND NOT EXISTS (SELECT 1 FROM recon_items r
+                  WHERE r.saga_id = s.id AND r.status = 'open' AND r.kind = 'outcome')
+ORDER BY s.created_at DESC, s.id DESC
+LIMIT :limit;
+
+-- name: live_jobs_of_saga
+-- A saga's jobs that are not finished: pending (steps, timers), running, dead letters.
+SELECT j.id, j.queue, j.kind, j.saga_id, j.state, j.attempts, j.max_attempts, j.available_at,
+       j.lease_until, j.last_error, j.error_class, j.created_at, j.finished_at,
+       NULL AS payload
+FROM jobs j WHERE j.saga_id = :saga_id
+ORDER BY j.created_at, j.id;
+
+-- name: open_items_of_saga
+-- A saga's open reconciliation items.
+SELECT id, saga_id, status, subject, reason, evidence, owner, next_check_at, attempts,
+       max_attempts, deadline, escalated_at, version, opened_at, resolved_at, resolution,
+       resolved_by, resolution_reason, kind, overdue_at
+FROM recon_items WHERE saga_id = :saga_id AND status = 'open'
+ORDER BY opened_at;

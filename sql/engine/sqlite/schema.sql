@@ -1,0 +1,235 @@
+-- The current schema of the saga engine on SQLite, for a fresh database.
+-- Every change also gets a forward-only file in migrations/; a test checks
+-- that the migrations and this file build identical catalogs.
+-- Times are ISO 8601 text in UTC with milliseconds ('2026-11-30T07:08:55.123Z'),
+-- written by strftime() in SQL: the database clock decides, and text order is
+-- time order.  JSON documents are text checked with json_valid().
+
+-- One row per saga: its persisted state machine.
+CREATE TABLE sagas (
+    id                  TEXT PRIMARY KEY,
+    kind                TEXT NOT NULL,
+    definition_version  INTEGER NOT NULL,
+    state               TEXT NOT NULL,
+    version             INTEGER NOT NULL DEFAULT 1,
+    data                TEXT NOT NULL DEFAULT '{}',
+    deadline_at         TEXT,
+    deadline_event      TEXT,
+    created_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    entered_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    updated_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT sagas_version_positive CHECK (version >= 1),
+    CONSTRAINT sagas_data_json CHECK (json_valid(data)),
+    CONSTRAINT sagas_deadline_paired CHECK ((deadline_at IS NULL) = (deadline_event IS NULL))
+) STRICT;
+CREATE INDEX sagas_kind_state ON sagas (kind, state);
+CREATE INDEX sagas_deadline ON sagas (deadline_at) WHERE deadline_at IS NOT NULL;
+
+-- Append-only audit: one row per transition, the creation included.
+CREATE TABLE saga_transitions (
+    id          INTEGER PRIMARY KEY AUTOINCREMENT,
+    saga_id     TEXT NOT NULL REFERENCES sagas (id),
+    version     INTEGER NOT NULL,
+    from_state  TEXT,
+    to_state    TEXT NOT NULL,
+    event       TEXT NOT NULL,
+    actor       TEXT NOT NULL,
+    cause       TEXT,
+    payload     TEXT NOT NULL DEFAULT '{}',
+    at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    job_id      TEXT,
+    lease_valid INTEGER
+        CONSTRAINT saga_transitions_lease_valid_bool CHECK (lease_valid IN (0, 1)),
+    CONSTRAINT saga_transitions_payload_json CHECK (json_valid(payload)),
+    CONSTRAINT saga_transitions_one_per_version UNIQUE (saga_id, version)
+) STRICT;
+
+CREATE TRIGGER saga_transitions_no_update
+    BEFORE UPDATE ON saga_transitions
+BEGIN
+    SELECT RAISE(ABORT, 'saga_transitions is append-only: UPDATE refused');
+END;
+CREATE TRIGGER saga_transitions_no_delete
+    BEFORE DELETE ON saga_transitions
+BEGIN
+    SELECT RAISE(ABORT, 'saga_transitions is append-only: DELETE refused');
+END;
+
+-- Accepted operation ids: the same id with the same digest returns the same
+-- saga; with another digest it is a conflict.  The foreign key is deferred
+-- because the id is claimed first, to serialize racing acceptances.
+CREATE TABLE saga_operations (
+    operation_id  TEXT PRIMARY KEY,
+    kind          TEXT NOT NULL,
+    digest        TEXT NOT NULL,
+    saga_id       TEXT NOT NULL REFERENCES sagas (id) DEFERRABLE INITIALLY DEFERRED,
+    created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT saga_operations_one_per_saga UNIQUE (saga_id)
+) STRICT;
+
+-- Durable work: steps queued by transitions and timers due at a database time.
+-- This is the hot table: it holds pending, running and dead-lettered (failed)
+-- jobs only.  Completion moves a job to job_archive in the same transaction,
+-- so claims never wade through history however much of it there is.
+CREATE TABLE jobs (
+    id            TEXT PRIMARY KEY,
+    queue         TEXT NOT NULL,
+    kind          TEXT NOT NULL,
+    digest        TEXT NOT NULL,
+    saga_id       TEXT REFERENCES sagas (id),
+    state         TEXT NOT NULL DEFAULT 'pending',
+    attempts      INTEGER NOT NULL DEFAULT 0,
+    max_attempts  INTEGER NOT NULL DEFAULT 3,
+    available_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    lease_token   TEXT,
+    lease_until   TEXT,
+    last_error    TEXT,
+    error_class   TEXT,
+    created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    updated_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    finished_at   TEXT,
+    CONSTRAINT jobs_state_known CHECK (state IN ('pending', 'running', 'done', 'failed')),
+    -- A lease (token and expiry together) exists exactly while a worker runs the job.
+    CONSTRAINT jobs_lease_only_while_running CHECK (
+        (state = 'running') = (lease_token IS NOT NULL)
+        AND (lease_token IS NULL) = (lease_until IS NULL)
+    ),
+    CONSTRAINT jobs_finished_when_final CHECK (
+        (state IN ('done', 'failed')) = (finished_at IS NOT NULL)
+    ),
+    CONSTRAINT jobs_failure_has_a_reason CHECK (state <> 'failed' OR error_class IS NOT NULL),
+    CONSTRAINT jobs_attempts_in_range CHECK (
+        attempts >= 0 AND max_attempts >= 1 AND attempts <= max_attempts
+    )
+) STRICT;
+-- Claims walk these partial indexes: due pending jobs in order, expired leases.
+CREATE INDEX jobs_due ON jobs (available_at, id) WHERE state = 'pending';
+CREATE INDEX jobs_leased ON jobs (lease_until) WHERE state = 'running';
+CREATE INDEX jobs_dead ON jobs (finished_at) WHERE state = 'failed';
+CREATE INDEX jobs_by_saga ON jobs (saga_id) WHERE saga_id IS NOT NULL;
+
+-- Payloads stay out of the hot job row, which claims rewrite on every attempt.
+CREATE TABLE job_payloads (
+    job_id   TEXT PRIMARY KEY REFERENCES jobs (id) ON DELETE CASCADE,
+    payload  TEXT NOT NULL,
+    CONSTRAINT job_payloads_json CHECK (json_valid(payload))
+) STRICT;
+
+-- Finished jobs.  Their ids stay known here, so accepting the same id again
+-- returns the finished job instead of running it twice.
+CREATE TABLE job_archive (
+    id           TEXT PRIMARY KEY,
+    queue        TEXT NOT NULL,
+    kind         TEXT NOT NULL,
+    digest       TEXT NOT NULL,
+    saga_id      TEXT,
+    state        TEXT NOT NULL,
+    attempts     INTEGER NOT NULL,
+    created_at   TEXT NOT NULL,
+    finished_at  TEXT NOT NULL,
+    CONSTRAINT job_archive_state_final CHECK (state IN ('done', 'failed'))
+) STRICT;
+CREATE INDEX job_archive_finished ON job_archive (finished_at);
+
+-- A job's result, written in the transaction that completes it: one per job.
+CREATE TABLE job_results (
+    job_id  TEXT PRIMARY KEY,
+    result  TEXT NOT NULL,
+    CONSTRAINT job_results_json CHECK (json_valid(result))
+) STRICT;
+
+-- Operators' dead-letter replays: who replayed what, and what it had failed with.
+CREATE TABLE job_replays (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    job_id          TEXT NOT NULL,
+    actor           TEXT NOT NULL,
+    reason          TEXT,
+    previous_error  TEXT,
+    previous_class  TEXT,
+    attempts        INTEGER NOT NULL,
+    at              TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+) STRICT;
+
+-- The reconciliation queue: one item per unknown outcome, owned by the
+-- automatic checker until its checks run out, then by a human.
+CREATE TABLE recon_items (
+    id                 TEXT PRIMARY KEY,
+    saga_id            TEXT NOT NULL REFERENCES sagas (id),
+    status             TEXT NOT NULL DEFAULT 'open',
+    subject            TEXT NOT NULL,
+    reason             TEXT NOT NULL,
+    evidence           TEXT NOT NULL,
+    owner              TEXT NOT NULL,
+    next_check_at      TEXT,
+    attempts           INTEGER NOT NULL DEFAULT 0,
+    max_attempts       INTEGER NOT NULL,
+    deadline           TEXT NOT NULL,
+    escalated_at       TEXT,
+    version            INTEGER NOT NULL DEFAULT 1,
+    opened_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    resolved_at        TEXT,
+    resolution         TEXT,
+    resolved_by        TEXT,
+    resolution_reason  TEXT,
+    kind               TEXT NOT NULL DEFAULT 'outcome'
+        CONSTRAINT recon_items_kind_known CHECK (kind IN ('outcome', 'review')),
+    overdue_at         TEXT,
+    CONSTRAINT recon_items_evidence_json CHECK (json_valid(evidence)),
+    CONSTRAINT recon_items_status_known CHECK (status IN ('open', 'resolved')),
+    CONSTRAINT recon_items_open_has_a_next_check CHECK (
+        status <> 'open' OR next_check_at IS NOT NULL
+    ),
+    CONSTRAINT recon_items_resolution_complete CHECK (
+        (status = 'resolved') = (resolved_at IS NOT NULL AND resolution IS NOT NULL
+                                 AND resolved_by IS NOT NULL)
+    )
+) STRICT;
+CREATE INDEX recon_items_open ON recon_items (opened_at) WHERE status = 'open';
+-- Exactly one open outcome item per saga (review items hold nothing).
+CREATE UNIQUE INDEX recon_items_one_open_per_saga ON recon_items (saga_id)
+    WHERE status = 'open' AND kind = 'outcome';
+CREATE INDEX recon_items_deadline ON recon_items (deadline) WHERE status = 'open';
+
+-- Everything that happened to an item: opened, checked, escalated, assigned,
+-- resolved, and decisions refused (stale or contradicted by the evidence).
+CREATE TABLE recon_events (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    item_id   TEXT NOT NULL REFERENCES recon_items (id),
+    actor     TEXT NOT NULL,
+    action    TEXT NOT NULL,
+    detail    TEXT NOT NULL DEFAULT '{}',
+    at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT recon_events_detail_json CHECK (json_valid(detail))
+) STRICT;
+CREATE INDEX recon_events_by_item ON recon_events (item_id, id);
+
+-- The engine's inbox, for any application's messages: deduplicated by
+-- (source, event id) in the transaction of their effect.
+CREATE TABLE inbox_messages (
+    source        TEXT NOT NULL,
+    event_id      TEXT NOT NULL,
+    type          TEXT NOT NULL,
+    digest        TEXT NOT NULL,
+    payload       TEXT NOT NULL,
+    saga_id       TEXT REFERENCES sagas (id),
+    outcome       TEXT NOT NULL,
+    detail        TEXT,
+    received_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    PRIMARY KEY (source, event_id),
+    CONSTRAINT inbox_messages_payload_json CHECK (json_valid(payload)),
+    CONSTRAINT inbox_messages_outcome_known CHECK (
+        outcome IN ('applied', 'absorbed', 'not_applicable', 'unmatched')
+    )
+) STRICT;
+CREATE INDEX inbox_messages_by_saga ON inbox_messages (saga_id) WHERE saga_id IS NOT NULL;
+
+CREATE TABLE inbox_message_conflicts (
+    id           INTEGER PRIMARY KEY AUTOINCREMENT,
+    source       TEXT NOT NULL,
+    event_id     TEXT NOT NULL,
+    digest       TEXT NOT NULL,
+    payload      TEXT NOT NULL,
+    received_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT inbox_message_conflicts_payload_json CHECK (json_valid(payload)),
+    FOREIGN KEY (source, event_id) REFERENCES inbox_messages (source, event_id)
+) STRICT;
