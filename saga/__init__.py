@@ -21,6 +21,7 @@ from saga import codec, exceptions, validation  # public modules of helpers
 from saga.core.app import Application, Lazy, load_app
 from saga.core.backoff import Backoff
 from saga.core.checker import Checker, Verdict
+from saga.core.consumer import Consumer
 from saga.core.db import Database, Tx, normalize_url
 from saga.core.engine import Engine, default_registry
 from saga.core.faults import crash_point
@@ -28,6 +29,7 @@ from saga.core.handlers import Apply, Handlers, JobKind, Step, classify_error, e
 from saga.core.inbox import Message, Route, by_saga_id
 from saga.core.invariants import Invariant, Report
 from saga.core.jobs import NewJob, enqueue_in
+from saga.core.outbox import Emit, Event
 from saga.core.pollers import Poller
 from saga.core.queue import Job, Queue, fence_in
 from saga.core.recon import (
@@ -41,6 +43,7 @@ from saga.core.recon import (
     record_observation,
 )
 from saga.core.records import SagaRecord, TransitionRecord
+from saga.core.relay import Publisher, Relay, Subscribers
 from saga.core.sagas import (
     Change,
     Context,
@@ -67,11 +70,14 @@ __all__ = [
     "Backoff",
     "Change",
     "Checker",
+    "Consumer",
     "Context",
     "ContradictedDecision",
     "Database",
     "Decision",
+    "Emit",
     "Engine",
+    "Event",
     "Fired",
     "Handlers",
     "Invariant",
@@ -85,11 +91,13 @@ __all__ = [
     "OutcomeUnknown",
     "PermanentError",
     "Poller",
+    "Publisher",
     "Queue",
     "ReconHook",
     "ReconItem",
     "ReconPolicy",
     "Registry",
+    "Relay",
     "Report",
     "Route",
     "SagaError",
@@ -101,6 +109,7 @@ __all__ = [
     "State",
     "Step",
     "StepError",
+    "Subscribers",
     "Timeout",
     "TransientError",
     "Transition",

@@ -29,6 +29,7 @@ __all__ = [
     "JobConflict",
     "NotFound",
     "ProviderUnavailable",
+    "PublishFailed",
     "SagaError",
     "SchemaOutOfDate",
     "SeatUnavailable",
@@ -204,3 +205,18 @@ class SchemaOutOfDate(SagaError):
             f"{whose} at version {current}, this engine needs {required}: run `saga db upgrade`"
         )
         self._kwargs = {"current": current, "required": required, "component": component}
+
+
+class PublishFailed(SagaError):
+    """
+    A publisher could not publish every event of a batch.
+
+    ``confirmed`` are the ids the broker confirmed before the failure (a
+    prefix of the batch, in order); ``reason`` says what went wrong.
+    """
+
+    def __init__(self, *, confirmed: Sequence[str], reason: str) -> None:
+        self.confirmed = tuple(confirmed)
+        self.reason = reason
+        super().__init__(f"published {len(self.confirmed)} event(s), then: {reason}")
+        self._kwargs = {"confirmed": self.confirmed, "reason": reason}

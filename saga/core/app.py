@@ -15,6 +15,7 @@ applications' parts under one name.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import os
 from collections.abc import Callable, Iterable, Mapping
@@ -25,9 +26,10 @@ from saga.core.handlers import Handlers, JobKind
 from saga.core.recon import ReconPolicy
 from saga.core.sagas import Context, Registry
 from saga.core.sqlfiles import DIALECTS, ENGINE
-from saga.exceptions import ApplicationError, InvalidInput
+from saga.exceptions import ApplicationError, InvalidInput, NotFound
 
 if TYPE_CHECKING:
+    from saga.core.consumer import Consumer
     from saga.core.inbox import Route
     from saga.core.invariants import Invariant
     from saga.core.pollers import Poller
@@ -50,6 +52,7 @@ PollersFactory = Callable[[Context], Iterable["Poller"]]
 InvariantsFactory = Callable[[Context], Iterable["Invariant"]]
 ServicesFactory = Callable[[Context], Mapping[str, Any]]
 FiguresFactory = Callable[[Context], Mapping[str, Any]]
+SubscribersFactory = Callable[[Context], Mapping[str, Iterable[Callable[[Any], object]]]]
 
 
 def _nothing(engine: Context) -> tuple[()]:
@@ -85,6 +88,9 @@ class Application:
         sql: its tables and named queries (:class:`~saga.SqlComponent`): its
             migrations are applied by ``saga db upgrade`` after the engine's, and
             its queries run in the engine's transactions (``tx.all("my_query")``).
+        subscribers: in-process subscribers of its outbox events, by type
+            pattern (``{"purchase.*": [notify]}``), called by the relay.
+        consumers: its consumers of published events (``saga consume NAME``).
 
     """
 
@@ -98,6 +104,8 @@ class Application:
     routes: tuple[Route, ...] = ()
     figures: FiguresFactory = _no_services
     sql: SqlComponent | None = None
+    subscribers: SubscribersFactory = _no_services
+    consumers: tuple[Consumer, ...] = ()
 
     def step_kinds(self, engine: Context) -> list[JobKind]:
         """The job kinds running the actions of its sagas."""
@@ -122,6 +130,8 @@ class Application:
             if route.event not in events
         ]
         found += self.sql_problems()
+        names = [consumer.name for consumer in self.consumers]
+        found += sorted({f"consumer {n!r} is declared twice" for n in names if names.count(n) > 1})
         found += [
             f"reconciliation outcome {outcome!r} fires {event!r}, which no saga declares"
             for outcome, event in self.recon.outcomes.items()
@@ -129,6 +139,16 @@ class Application:
         ]
         for saga_type in self.registry:
             machine = saga_type.machine
+            for emit in saga_type.emits:
+                found += emit.problems(machine)
+            emitted = [(s, e.type) for e in saga_type.emits for s in e.states]
+            found += sorted(
+                {
+                    f"saga {machine.name!r}: event {type_!r} is declared twice on {state!r}"
+                    for state, type_ in emitted
+                    if emitted.count((state, type_)) > 1
+                }
+            )
             actions = {f"{machine.name}.{a}" for state in machine.states for a in state.actions}
             steps = {kind.name for kind in saga_type.step_kinds(engine)}
             found += [
@@ -163,6 +183,13 @@ class Application:
             ]
         return found
 
+    def consumer(self, name: str) -> Consumer:
+        """Its consumer ``name`` (:class:`~saga.exceptions.NotFound` if it has none)."""
+        for consumer in self.consumers:
+            if consumer.name == name:
+                return consumer
+        raise NotFound(kind=f"consumer of the {self.name} application", key=name)
+
     def check(self, engine: Context) -> None:
         """Raise :class:`~saga.exceptions.ApplicationError` listing every problem."""
         found = self.problems(engine)
@@ -176,18 +203,7 @@ class Application:
         def both(engine: Context) -> list[JobKind]:
             return [*own(engine), *extra(engine)]
 
-        return Application(
-            name=self.name,
-            registry=self.registry,
-            jobs=both,
-            pollers=self.pollers,
-            invariants=self.invariants,
-            services=self.services,
-            recon=self.recon,
-            routes=self.routes,
-            figures=self.figures,
-            sql=self.sql,
-        )
+        return dataclasses.replace(self, jobs=both)
 
 
 def default_app() -> Application:

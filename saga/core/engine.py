@@ -12,6 +12,7 @@ from saga.core.db import DEFAULT_URL, Database
 from saga.core.inbox import Inbox
 from saga.core.instances import Instances
 from saga.core.recon_desk import Reconciliation
+from saga.core.relay import DEFAULT_LEASE_SECONDS, Publisher, Relay, Subscribers
 from saga.core.sagas import Registry, Sagas
 from saga.core.sqlfiles import ENGINE
 from saga.exceptions import ApplicationError
@@ -121,6 +122,31 @@ class Engine:
     def pollers(self) -> list[Poller]:
         """What workers look at besides the queue (the purchase: the sandbox's webhooks)."""
         return list(self.app.pollers(self))
+
+    def relay(
+        self,
+        *,
+        broker_url: str | None = None,
+        exchange: str | None = None,
+        batch: int = 100,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+    ) -> Relay | None:
+        """
+        The outbox relay: to the application's subscribers, and to RabbitMQ at ``broker_url``.
+
+        ``None`` when there is nowhere to publish (events then wait in the outbox).
+        """
+        publishers: list[Publisher] = []
+        subscriptions = self.app.subscribers(self)
+        if subscriptions:
+            publishers.append(Subscribers({p: list(s) for p, s in subscriptions.items()}))
+        if broker_url:
+            from saga.core.rabbitmq import DEFAULT_EXCHANGE, RabbitPublisher  # noqa: PLC0415
+
+            publishers.append(RabbitPublisher(broker_url, exchange=exchange or DEFAULT_EXCHANGE))
+        if not publishers:
+            return None
+        return Relay(self.db, publishers, batch=batch, lease_seconds=lease_seconds)
 
     def upgrade(self) -> _migrate.UpgradeResult:
         """Create or migrate the schema (idempotent); on PostgreSQL, its schema too."""

@@ -3,8 +3,9 @@ The generic saga runtime: create sagas and move them through their machine.
 
 Every change is one transaction holding the compare-and-set on state and
 version, the audit row, the next deadline and its timer, the jobs the new
-state queues, and whatever the saga kind's hooks write (the purchase saga
-moves seat counters there).  Either all of it commits or none of it does.
+state queues, the outbox events its kind declares for the new state, and
+whatever the saga kind's hooks write (the purchase saga moves seat counters
+there).  Either all of it commits or none of it does.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from saga.codec import digest, dump_json
 from saga.core.jobs import TIMER_KIND, NewJob, enqueue_in, enqueue_timer_in
+from saga.core.outbox import emit_in
 from saga.core.records import SagaRecord, TransitionRecord
 from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
 from saga.validation import identifier as check_identifier
@@ -27,6 +29,7 @@ if TYPE_CHECKING:
 
     from saga.core.db import Database, Tx
     from saga.core.handlers import JobKind, Step
+    from saga.core.outbox import Emit
     from state_machine import Machine, State, Transition
 
 
@@ -92,6 +95,7 @@ class SagaType:
     max_attempts: int = 3
     timeout_payload: TimeoutPayload = _no_payload
     steps: Mapping[str, Step] | StepKinds | None = None
+    emits: tuple[Emit, ...] = ()
 
     def step_kinds(self, engine: Context) -> Sequence[JobKind]:
         """The job kinds running this saga's actions (none if it declares no steps)."""
@@ -121,12 +125,14 @@ class Registry:
         max_attempts: int = 3,
         timeout_payload: TimeoutPayload = _no_payload,
         steps: Mapping[str, Step] | StepKinds | None = None,
+        emits: Sequence[Emit] = (),
     ) -> SagaType:
         """
         Register ``machine`` with the steps running its actions.
 
         ``steps`` maps each action its states list to a :class:`Step`, or is
         a function of the engine returning the job kinds (one per action).
+        ``emits`` are the events its transitions write to the outbox.
         Registering the same name and version twice is an error; an action
         without a step is found when an engine checks its application.
         """
@@ -140,6 +146,7 @@ class Registry:
             max_attempts=max_attempts,
             timeout_payload=timeout_payload,
             steps=steps,
+            emits=tuple(emits),
         )
         self._types[key] = saga_type
         return saga_type
@@ -356,6 +363,7 @@ def start_in(
     for hook in saga_type.hooks:
         hook.on_create(tx, saga)
     _enter(tx, saga_type, saga, initial)
+    emit_in(tx, saga_type.emits, saga)
     return Started(saga=saga, created=True)
 
 
@@ -434,6 +442,7 @@ def fire_in(
             Change(transition=transition, payload=payload, actor=actor, cause=cause),
         )
     _enter(tx, saga_type, after, target)
+    emit_in(tx, saga_type.emits, after)
     return Fired(saga=after, transition=transition)
 
 

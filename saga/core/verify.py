@@ -18,7 +18,9 @@ import json
 from collections import defaultdict
 from typing import TYPE_CHECKING, Any, Final
 
+from saga.codec import as_utc, maybe_utc
 from saga.core.invariants import Invariant, Report
+from saga.core.outbox import event_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -50,6 +52,7 @@ def verify(engine: Engine) -> Report:
         _audit,
         _declared,
         _one_effect_per_event,
+        _outbox,
         _liveness,
     ]
     return Report([*engine.app.invariants(engine), *(check(facts) for check in checks)])
@@ -64,6 +67,8 @@ def _engine_facts(tx: Tx) -> dict[str, Any]:
         "orphan_results": [row["job_id"] for row in tx.all("verify_orphan_results")],
         "dead_letters": tx.all("verify_dead_letters"),
         "inbox_effects": tx.all("verify_inbox_effects"),
+        "outbox_events": {row["event_id"] for row in tx.all("verify_outbox_events")},
+        "outbox_horizon": maybe_utc(tx.scalar("get_prune_horizon", target="outbox")),
     }
 
 
@@ -219,6 +224,33 @@ def _one_effect_per_event(facts: dict[str, Any]) -> Invariant:
     rule.checked = len({row["event_id"] for row in facts["transitions"] if row["event_id"]})
     for row in facts["inbox_effects"]:
         rule.problems.append(f"event {row['event_id']} moved sagas {row['effects']} times")
+    return rule
+
+
+def _outbox(facts: dict[str, Any]) -> Invariant:
+    rule = Invariant(
+        "outbox",
+        "every transition into a state that declares an event wrote that event's outbox row "
+        "(transitions before retention's horizon excepted: their rows may be pruned)",
+    )
+    registry: Registry = facts["registry"]
+    horizon = facts["outbox_horizon"]
+    for row in facts["transitions"]:
+        try:
+            emits = registry.get(row["kind"], int(row["definition_version"])).emits
+        except LookupError:
+            continue  # reported by transitions_declared
+        if horizon is not None and as_utc(row["at"]) < horizon:
+            continue
+        for emit in emits:
+            if row["to_state"] not in emit.states:
+                continue
+            wanted = event_id(row["saga_id"], int(row["version"]), emit.type)
+            rule.check(
+                wanted in facts["outbox_events"],
+                f"saga {row['saga_id']} v{row['version']} entered {row['to_state']} "
+                f"without its {emit.type} event in the outbox",
+            )
     return rule
 
 

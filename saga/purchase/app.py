@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from saga import Application, Lazy, ReconHook, Registry, SqlComponent
 from saga.purchase.catalogue import Catalogue
+from saga.purchase.events import PURCHASE_EVENTS, SALES
 from saga.purchase.inbox import Inbox
 from saga.purchase.purchases import Purchases, SeatHook
 from saga.purchase.recon import PURCHASE_RECON, PaymentJudge, payment_checker
@@ -169,6 +170,7 @@ def purchase_app() -> Application:
         ],
         timeout_payload=expiry,
         steps=steps,
+        emits=PURCHASE_EVENTS,
     )
     return Application(
         name="purchase",
@@ -180,4 +182,5 @@ def purchase_app() -> Application:
         recon=policy,
         figures=figures,
         sql=PURCHASE_SQL,
+        consumers=(SALES,),
     )

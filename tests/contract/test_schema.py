@@ -91,7 +91,7 @@ def test_a_database_from_before_components_upgrades_in_place(db_url):
         old.catalogue.add("old-1", seats=3, price="10.00", currency="EUR")
         assert {"engine": 4, "purchase": 0} == current_versions(old.db)
         result = old.upgrade()
-        assert ("purchase/0001_initial",) == result.applied
+        assert "purchase/0001_initial" in result.applied
         assert required_versions(old.db) == current_versions(old.db)
         assert ["old-1"] == [i.id for i in old.catalogue.list()]
 
@@ -173,7 +173,7 @@ def test_postgres_names_the_component_that_is_behind(postgres_url):
         pass
     with Engine(postgres_url) as engine, pytest.raises(SchemaOutOfDate) as caught:
         engine.catalogue.list()
-    assert ("purchase", 0, 1) == (
+    assert ("purchase", 0, required_versions(engine.db)["purchase"]) == (
         caught.value.component,
         caught.value.current,
         caught.value.required,

@@ -8,7 +8,7 @@ WHERE o.saga_id IS NULL;
 
 -- name: verify_transitions
 -- The whole audit trail, per saga in version order.
-SELECT t.saga_id, t.version, t.from_state, t.to_state, t.event, t.job_id, t.lease_valid,
+SELECT t.saga_id, t.version, t.from_state, t.to_state, t.event, t.job_id, t.lease_valid, t.at,
        t.payload ->> 'event_id' AS event_id, s.kind, s.definition_version
 FROM saga_transitions t JOIN sagas s ON s.id = t.saga_id
 ORDER BY t.saga_id, t.version;
@@ -53,3 +53,11 @@ FROM saga_transitions
 WHERE payload ->> 'event_id' IS NOT NULL
 GROUP BY payload ->> 'event_id'
 HAVING count(*) > 1;
+
+-- name: verify_outbox_events
+-- The id of every event in the outbox, published or not.
+SELECT event_id FROM outbox;
+
+-- name: get_prune_horizon
+-- How far retention pruned rows of :target (NULL: never).
+SELECT horizon FROM prune_horizons WHERE target = :target;

@@ -1,0 +1,307 @@
+"""
+The outbox relay: publish committed events, mark them only once confirmed.
+
+A relay claims a batch of unpublished events under a lease from the database
+clock and a fresh token (the queue's rules: ``FOR UPDATE SKIP LOCKED`` on
+PostgreSQL, so relays in many workers share the work), hands them to its
+publishers, and marks as published only the events every publisher
+confirmed, and only while it still holds their lease (a relay whose lease
+expired changes nothing; another relay publishes those events again).
+
+What is promised:
+
+* an event is published at least once after its transition commits, and
+  never for a transition that rolled back;
+* a saga's events are claimed in order: only a saga's oldest unpublished
+  event is eligible, so event *n+1* is not published before event *n* was
+  confirmed;
+* a relay that dies after the broker confirmed and before it marked the
+  row publishes that event again: consumers deduplicate by event id (the
+  consumer inbox does) and may order by ``saga_version``.
+
+What is not: order across sagas, and exactly-once delivery.  A relay whose
+lease expired mid-publish can deliver a duplicate of an earlier event after
+a later one of the same saga; its ``saga_version`` tells.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+import structlog
+
+from saga.core.backoff import Backoff
+from saga.core.faults import crash_point
+from saga.core.handlers import error_text
+from saga.core.outbox import Event
+from saga.exceptions import PublishFailed
+
+if TYPE_CHECKING:
+    from saga.core.db import Database, Tx
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_LEASE_SECONDS: Final = 30.0
+# Broker outages are retried for as long as they last: an event is never
+# dropped, only delayed, so the backoff is capped low enough to catch up soon.
+DEFAULT_BACKOFF: Final = Backoff(base=0.5, cap=30.0)
+
+
+class Publisher(Protocol):
+    """Where a relay publishes: a broker, or subscribers in this process."""
+
+    def publish(self, events: Sequence[Event]) -> Sequence[str]:
+        """
+        Publish ``events`` in order; the ids confirmed, in order.
+
+        Stop at the first event that cannot be published and raise
+        :class:`~saga.exceptions.PublishFailed` with the ids confirmed
+        before it (any other exception: none confirmed).  The rest are
+        retried later.
+        """
+
+    def close(self) -> None:
+        """Release connections."""
+
+
+Subscriber = Callable[[Event], object]
+
+
+class Subscribers:
+    """
+    In-process subscribers, by event type pattern (``*`` one word, ``#`` any).
+
+    A subscriber runs in the relay's process before the event is marked
+    published; if it raises, the event is retried (so it must be idempotent,
+    like any consumer of at-least-once delivery).
+    """
+
+    def __init__(self, subscriptions: Mapping[str, Sequence[Subscriber]] | None = None) -> None:
+        self._subscriptions: list[tuple[str, Subscriber]] = []
+        for pattern, subscribers in (subscriptions or {}).items():
+            for subscriber in subscribers:
+                self.subscribe(pattern, subscriber)
+
+    def subscribe(self, pattern: str, subscriber: Subscriber) -> None:
+        """Call ``subscriber`` with every event whose type matches ``pattern``."""
+        self._subscriptions.append((pattern, subscriber))
+
+    def publish(self, events: Sequence[Event]) -> Sequence[str]:
+        """Deliver each event to its subscribers; the ids delivered before a failure."""
+        done: list[str] = []
+        for event in events:
+            for pattern, subscriber in self._subscriptions:
+                if topic_matches(pattern, event.type):
+                    subscriber(event)
+            done.append(event.id)
+        return done
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+def topic_matches(pattern: str, routing_key: str) -> bool:
+    """Whether ``routing_key`` matches an AMQP topic ``pattern`` (``*`` a word, ``#`` any)."""
+
+    def match(p: list[str], k: list[str]) -> bool:
+        if not p:
+            return not k
+        if p[0] == "#":
+            return any(match(p[1:], k[i:]) for i in range(len(k) + 1))
+        return bool(k) and p[0] in ("*", k[0]) and match(p[1:], k[1:])
+
+    return match(pattern.split("."), routing_key.split("."))
+
+
+@dataclass(frozen=True, slots=True)
+class _Claimed:
+    """A claimed outbox row: its id, its failures so far, its event."""
+
+    row: int
+    errors: int
+    event: Event
+
+
+@dataclass(slots=True)
+class RelayReport:
+    """What a relay did: events claimed, published, failed, and batches run."""
+
+    claimed: int = 0
+    published: int = 0
+    failed: int = 0
+    lost_leases: int = 0
+    batches: int = 0
+    errors: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The report as JSON fields."""
+        return {
+            "claimed": self.claimed,
+            "published": self.published,
+            "failed": self.failed,
+            "lost_leases": self.lost_leases,
+            "batches": self.batches,
+            "last_error": self.errors[-1] if self.errors else None,
+        }
+
+
+class Relay:
+    """
+    Publish the outbox of ``db`` to ``publishers``.
+
+    It is a poller: ``saga worker`` runs one in each worker process between
+    claims, ``saga relay`` runs one alone.  Every publisher must confirm an
+    event before it is marked published.
+
+    Args:
+        batch: events claimed per transaction.
+        lease_seconds: how long a claimed event is this relay's; publishing
+            a batch must take less.
+        backoff: delay before an event that failed is due again (per event,
+            by its number of failures).
+
+    """
+
+    def __init__(
+        self,
+        db: Database,
+        publishers: Sequence[Publisher],
+        *,
+        batch: int = 100,
+        lease_seconds: float = DEFAULT_LEASE_SECONDS,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        name: str | None = None,
+    ) -> None:
+        if batch < 1 or lease_seconds <= 0:
+            msg = "batch and lease_seconds must be positive"
+            raise ValueError(msg)
+        if not publishers:
+            msg = "a relay needs at least one publisher"
+            raise ValueError(msg)
+        self.db = db
+        self.publishers = tuple(publishers)
+        self.batch = batch
+        self.lease_seconds = lease_seconds
+        self.backoff = backoff
+        self.name = name or f"{socket.gethostname()}:{os.getpid()}"
+        self.report = RelayReport()
+        self._log = log.bind(relay=self.name)
+
+    def poll(self) -> int:
+        """Claim one batch and publish it; how many events were claimed."""
+        token = uuid.uuid4().hex
+        rows = self.db.transaction(
+            lambda tx: tx.all(
+                "claim_outbox", token=token, batch=self.batch, lease_seconds=self.lease_seconds
+            )
+        )
+        if not rows:
+            return 0
+        self.report.batches += 1
+        self.report.claimed += len(rows)
+        claimed = [
+            _Claimed(row=int(row["id"]), errors=int(row["errors"]), event=Event.from_row(row))
+            for row in sorted(rows, key=lambda row: int(row["id"]))
+        ]
+        crash_point("relay.before_publish")
+        confirmed, error = self._publish([c.event for c in claimed])
+        crash_point("relay.after_publish")
+        self._settle(token, claimed, {event.id for event in confirmed}, error)
+        return len(rows)
+
+    def _publish(self, events: Sequence[Event]) -> tuple[list[Event], str | None]:
+        """The events every publisher confirmed (a prefix), and the first error."""
+        pending = list(events)
+        for publisher in self.publishers:
+            error: str | None = None
+            try:
+                done = set(publisher.publish(pending))
+            except PublishFailed as exc:
+                done, error = set(exc.confirmed), exc.reason
+            except Exception as exc:  # noqa: BLE001 - any failure is retried later
+                done, error = set(), error_text(exc)
+            kept = []
+            for event in pending:
+                if event.id not in done:
+                    error = error or f"{type(publisher).__name__} did not confirm {event.id}"
+                    break
+                kept.append(event)
+            pending = kept
+            if error is not None:
+                return pending, error
+        return pending, None
+
+    def _settle(
+        self, token: str, claimed: Sequence[_Claimed], confirmed: set[str], error: str | None
+    ) -> None:
+        published = [c for c in claimed if c.event.id in confirmed]
+        failed = [c for c in claimed if c.event.id not in confirmed]
+
+        def settle(tx: Tx) -> int:
+            marked = tx.all(
+                "mark_outbox_published", ids=json.dumps([c.row for c in published]), token=token
+            )
+            for c in failed:
+                tx.run(
+                    "fail_outbox",
+                    ids=json.dumps([c.row]),
+                    token=token,
+                    error=(error or "not published")[:2000],
+                    delay_seconds=self.backoff.delay(c.errors + 1),
+                )
+            return len(marked)
+
+        marked = self.db.transaction(settle)
+        self.report.published += marked
+        self.report.lost_leases += len(published) - marked
+        self.report.failed += len(failed)
+        if marked < len(published):
+            self._log.warning(
+                "outbox_lease_lost", published=len(published), marked=marked, token=token
+            )
+        if error is not None:
+            self.report.errors.append(error)
+            self._log.warning("outbox_publish_failed", failed=len(failed), error=error)
+
+    def next_due_in(self) -> float | None:
+        """Seconds until an event can be claimed; ``None`` if none waits."""
+        seconds = self.db.transaction(lambda tx: tx.scalar("outbox_next_due_in"), write=False)
+        return None if seconds is None else max(0.0, float(seconds))
+
+    def run(
+        self,
+        *,
+        burst: bool = False,
+        stopping: Callable[[], bool] = lambda: False,
+        wait: Callable[[float], object] = time.sleep,
+        poll_interval: float = 1.0,
+    ) -> RelayReport:
+        """
+        Publish until ``stopping()``; with ``burst``, until nothing is due within a poll.
+
+        ``wait(seconds)`` sleeps between idle polls (an ``Event.wait`` wakes on a stop).
+        """
+        self._log.info("relay_started", batch=self.batch, burst=burst)
+        while not stopping():
+            if self.poll():
+                continue
+            due = self.next_due_in()
+            if burst and due is None:
+                break
+            if burst and due is not None and due > poll_interval:
+                break
+            wait(min(poll_interval, due if due is not None else poll_interval))
+        self._log.info("relay_stopped", **self.report.as_dict())
+        return self.report
+
+    def close(self) -> None:
+        """Close the publishers."""
+        for publisher in self.publishers:
+            publisher.close()

@@ -1,0 +1,98 @@
+-- The transactional outbox: rows written with their transition, published by a relay.
+-- PostgreSQL; sql/engine/sqlite/queries/outbox.sql defines the same names.
+
+-- name: insert_outbox_event
+-- One event of a transition, in its transaction; it occurred when the saga
+-- entered its state (the same reading of the database clock).
+INSERT INTO outbox (event_id, type, schema_version, saga_id, saga_kind, saga_version,
+                    occurred_at, data)
+SELECT :event_id, :type, :schema_version, :saga_id, :saga_kind, :saga_version,
+       s.entered_at, CAST(:data AS jsonb)
+FROM sagas s WHERE s.id = :saga_id;
+
+-- name: claim_outbox
+-- Claim up to :batch events to publish, each under a lease from the database
+-- clock and a fresh token.  Only the oldest unpublished event of each saga
+-- is eligible, so a saga's events go out in order; rows another relay is
+-- claiming are skipped, not waited for.
+WITH clock AS (SELECT clock_timestamp() AS now),
+due AS (
+    SELECT o.id FROM outbox o
+    WHERE o.published_at IS NULL
+      AND o.available_at <= clock_timestamp()
+      AND (o.lease_until IS NULL OR o.lease_until <= clock_timestamp())
+      AND NOT EXISTS (
+          SELECT 1 FROM outbox e
+          WHERE e.saga_id = o.saga_id AND e.published_at IS NULL AND e.id < o.id
+      )
+    ORDER BY o.id
+    LIMIT :batch
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE outbox o
+SET lease_token = :token, attempts = o.attempts + 1,
+    lease_until = clock.now + make_interval(secs => CAST(:lease_seconds AS double precision))
+FROM due, clock
+WHERE o.id = due.id
+RETURNING o.id, o.event_id, o.type, o.schema_version, o.saga_id, o.saga_kind, o.saga_version,
+          o.occurred_at, o.data, o.attempts, o.errors;
+
+-- name: mark_outbox_published
+-- The broker confirmed these: published, if this relay still holds their
+-- lease (token and an unexpired lease by the database clock).
+UPDATE outbox
+SET published_at = clock_timestamp(), lease_token = NULL, lease_until = NULL, last_error = NULL
+WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb)))
+  AND lease_token = :token AND lease_until > clock_timestamp() AND published_at IS NULL
+RETURNING id;
+
+-- name: fail_outbox
+-- Publishing failed: give the rows back, due again after :delay_seconds.
+UPDATE outbox
+SET lease_token = NULL, lease_until = NULL, last_error = :error, errors = errors + 1,
+    available_at = clock_timestamp() + make_interval(secs => CAST(:delay_seconds AS double precision))
+WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb)))
+  AND lease_token = :token AND lease_until > clock_timestamp() AND published_at IS NULL;
+
+-- name: release_outbox
+-- A stopping relay gives back what it claimed and did not publish, due now.
+UPDATE outbox
+SET lease_token = NULL, lease_until = NULL
+WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb)))
+  AND lease_token = :token AND published_at IS NULL;
+
+-- name: outbox_next_due_in
+-- Seconds until an unpublished event can be claimed (NULL: none waits).
+SELECT EXTRACT(EPOCH FROM min(greatest(available_at, coalesce(lease_until, available_at)))
+                          - clock_timestamp()) AS seconds
+FROM outbox WHERE published_at IS NULL;
+
+-- name: outbox_stats
+-- Unpublished events, the oldest one's age, publications in the last minute,
+-- and broker errors on the rows retention has kept.
+SELECT count(*) FILTER (WHERE published_at IS NULL) AS unpublished,
+       EXTRACT(EPOCH FROM clock_timestamp()
+                          - min(created_at) FILTER (WHERE published_at IS NULL))
+           AS oldest_unpublished_age_s,
+       count(*) FILTER (WHERE published_at > clock_timestamp() - interval '60 seconds')
+           AS published_last_minute,
+       count(*) FILTER (WHERE published_at IS NULL AND last_error IS NOT NULL) AS failing,
+       coalesce(sum(errors), 0) AS broker_errors,
+       count(*) FILTER (WHERE published_at IS NOT NULL) AS published
+FROM outbox;
+
+-- name: outbox_last_error
+-- The newest error of an event still waiting.
+SELECT event_id, last_error FROM outbox
+WHERE published_at IS NULL AND last_error IS NOT NULL
+ORDER BY id DESC LIMIT 1;
+
+-- name: list_outbox
+-- Events, newest first; only unpublished ones with :unpublished.
+SELECT id, event_id, type, schema_version, saga_id, saga_kind, saga_version, occurred_at, data,
+       attempts, errors, last_error, published_at
+FROM outbox
+WHERE (NOT CAST(:unpublished AS boolean) OR published_at IS NULL)
+  AND (CAST(:saga_id AS text) IS NULL OR saga_id = :saga_id)
+ORDER BY id DESC
+LIMIT :limit;

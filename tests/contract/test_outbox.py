@@ -1,0 +1,372 @@
+"""The transactional outbox and its relay, on each backend."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from saga import Consumer, Emit, Engine, Event, Registry, Relay, Subscribers, verify
+from saga.exceptions import ApplicationError, PublishFailed
+from tests.helpers import execute, rows, scalar
+from tests.outbox_app import app, order
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.fixture
+def orders(db_url):
+    with Engine(db_url, app=app(), check_schema=False) as setup:
+        setup.upgrade()
+    with Engine(db_url, app=app()) as engine:
+        yield engine
+
+
+def place(engine, n=1, *, total=100):
+    return [
+        engine.sagas.start(
+            "order",
+            operation_id=f"order-{i}",
+            request={"customer_id": f"c-{i}", "total": total, "email": f"c{i}@example.org"},
+        ).saga.id
+        for i in range(n)
+    ]
+
+
+def outbox(engine):
+    return rows(engine, "SELECT * FROM outbox ORDER BY id")
+
+
+def data(row):
+    """An outbox row's JSON fields (a dict on PostgreSQL, text on SQLite)."""
+    return row["data"] if isinstance(row["data"], dict) else json.loads(row["data"])
+
+
+def make_due(engine):
+    """Move every outbox row's retry time a day back: its backoff has passed."""
+    if engine.db.dialect == "sqlite":
+        sql = (
+            "UPDATE outbox SET available_at = strftime('%Y-%m-%dT%H:%M:%fZ', "
+            "julianday(available_at) - 1.0)"
+        )
+    else:
+        sql = "UPDATE outbox SET available_at = available_at - interval '1 day'"
+    execute(engine, sql)
+
+
+def expire_leases(engine):
+    """Move every outbox lease a day back: the database clock says they expired."""
+    if engine.db.dialect == "sqlite":
+        sql = (
+            "UPDATE outbox SET lease_until = strftime('%Y-%m-%dT%H:%M:%fZ', "
+            "julianday(lease_until) - 1.0) WHERE lease_until IS NOT NULL"
+        )
+    else:
+        sql = "UPDATE outbox SET lease_until = lease_until - interval '1 day'"
+    execute(engine, sql)
+
+
+class Collect:
+    """An in-process subscriber that keeps what it got (and can be told to fail)."""
+
+    def __init__(self):
+        self.events: list[Event] = []
+        self.failing = False
+
+    def __call__(self, event):
+        if self.failing:
+            raise ConnectionError("subscriber down")
+        self.events.append(event)
+
+
+def relay_to(engine, subscriber, pattern="#", **options):
+    return Relay(engine.db, [Subscribers({pattern: [subscriber]})], **options)
+
+
+# -- writing -----------------------------------------------------------------------
+
+
+def test_a_transition_writes_its_declared_event_with_only_the_declared_fields(orders):
+    """The event carries the saga's id, kind, version and the declared fields: no email."""
+    (saga_id,) = place(orders)
+    orders.sagas.fire(saga_id, "pay", actor="test")
+    placed, paid = outbox(orders)
+    assert (placed["event_id"], placed["type"], placed["saga_version"]) == (
+        f"{saga_id}:1:order.placed",
+        "order.placed",
+        1,
+    )
+    assert {"customer_id": "c-0", "total": 100} == data(placed)
+    assert (paid["type"], paid["saga_kind"], paid["schema_version"]) == ("order.paid", "order", 1)
+    assert paid["published_at"] is None
+
+
+def test_one_declaration_covers_several_states_and_computes_fields(orders):
+    """order.closed is emitted on shipping or cancelling, with the outcome computed."""
+    first, second = place(orders, 2)
+    orders.sagas.fire(first, "cancel", actor="test")
+    orders.sagas.fire(second, "pay", actor="test")
+    orders.sagas.fire(second, "ship", actor="test")
+    closed = [row for row in outbox(orders) if row["type"] == "order.closed"]
+    assert [{"outcome": "cancelled"}, {"outcome": "shipped"}] == [data(row) for row in closed]
+    assert {2} == {row["schema_version"] for row in closed}
+
+
+def test_a_rolled_back_transition_leaves_no_outbox_row(db_url):
+    """A hook that fails after the event was written undoes the event with the transition."""
+
+    class Refuse:
+        def on_create(self, tx, saga):
+            pass
+
+        def on_transition(self, tx, before, after, change):
+            raise RuntimeError("refused after the write")
+
+    registry = Registry()
+    registry.register(order, hooks=[Refuse()], emits=[Emit("order.paid", on="paid")])
+    with Engine(db_url, app=app(registry=registry), check_schema=False) as engine:
+        engine.upgrade()
+        (saga_id,) = place(engine)
+        with pytest.raises(RuntimeError, match="refused"):
+            engine.sagas.fire(saga_id, "pay", actor="test")
+        assert "placed" == engine.sagas.get(saga_id).state
+        assert [] == outbox(engine)
+
+
+def test_an_absorbed_event_writes_nothing(orders):
+    """A terminal state absorbing an event moves nothing and publishes nothing."""
+    (saga_id,) = place(orders)
+    orders.sagas.fire(saga_id, "cancel", actor="test")
+    before = len(outbox(orders))
+    orders.sagas.fire(saga_id, "cancel", actor="test")
+    assert before == len(outbox(orders))
+
+
+# -- the application's declarations -------------------------------------------------
+
+
+def test_an_event_on_an_unknown_state_or_with_a_bad_type_is_refused_with_every_problem(db_url):
+    """The application check lists each bad declaration."""
+    registry = Registry()
+    registry.register(
+        order,
+        emits=[
+            Emit("order.lost", on="lost"),
+            Emit("Order Paid", on="paid"),
+            Emit("order.paid", on="paid"),
+            Emit("order.paid", on=("paid", "placed")),
+        ],
+    )
+    with pytest.raises(ApplicationError) as caught:
+        Engine(db_url, app=app(registry=registry))
+    problems = "\n".join(caught.value.problems)
+    assert "names no state 'lost'" in problems
+    assert "'Order Paid': a type is dot-separated" in problems
+    assert "event 'order.paid' is declared twice on 'paid'" in problems
+
+
+# -- the relay --------------------------------------------------------------------------
+
+
+def test_the_relay_publishes_and_marks_each_event_once(orders):
+    """Every event reaches the subscriber; once marked, nothing is claimed again."""
+    ids = place(orders, 3)
+    got = Collect()
+    relay = relay_to(orders, got)
+    assert 3 == relay.poll()
+    assert 0 == relay.poll()
+    assert sorted(f"{i}:1:order.placed" for i in ids) == sorted(e.id for e in got.events)
+    assert all(row["published_at"] is not None for row in outbox(orders))
+    assert None is relay.next_due_in()
+
+
+def test_a_sagas_events_are_published_in_order(orders):
+    """Only a saga's oldest unpublished event is claimable: one per saga per batch."""
+    (saga_id,) = place(orders)
+    orders.sagas.fire(saga_id, "pay", actor="test")
+    orders.sagas.fire(saga_id, "ship", actor="test")
+    got = Collect()
+    relay = relay_to(orders, got)
+    assert [1, 1, 1, 0] == [relay.poll() for _ in range(4)]
+    assert ["order.placed", "order.paid", "order.closed"] == [e.type for e in got.events]
+    assert [1, 2, 3] == [e.saga_version for e in got.events]
+
+
+def test_a_failed_publication_waits_with_backoff_and_holds_back_the_sagas_later_events(orders):
+    """Nothing is lost: the event is retried when due, and its successor only after it."""
+    (saga_id,) = place(orders)
+    orders.sagas.fire(saga_id, "pay", actor="test")
+    got = Collect()
+    got.failing = True
+    relay = relay_to(orders, got)
+    assert 1 == relay.poll()
+    first = outbox(orders)[0]
+    assert (first["published_at"], first["errors"]) == (None, 1)
+    assert "ConnectionError: subscriber down" in first["last_error"]
+    assert 0 == relay.poll()  # backing off, and order.paid waits behind it
+    got.failing = False
+    make_due(orders)
+    assert [1, 1] == [relay.poll(), relay.poll()]
+    assert ["order.placed", "order.paid"] == [e.type for e in got.events]
+    assert 1 == relay.report.failed
+
+
+def test_a_relay_whose_lease_expired_marks_nothing(orders):
+    """Fencing: a stale relay's confirmation is ignored; the new owner publishes again."""
+    place(orders)
+    token = "stale"
+    claimed = orders.db.transaction(
+        lambda tx: tx.all("claim_outbox", token=token, batch=10, lease_seconds=30)
+    )
+    expire_leases(orders)
+    ids = json.dumps([int(claimed[0]["id"])])
+    marked = orders.db.transaction(lambda tx: tx.all("mark_outbox_published", ids=ids, token=token))
+    assert [] == list(marked)
+    got = Collect()
+    assert 1 == relay_to(orders, got).poll()
+    assert 1 == len(got.events)
+
+
+def test_a_relay_with_another_token_marks_nothing(orders):
+    """Fencing: only the token that claimed a row can mark it published."""
+    place(orders)
+    claimed = orders.db.transaction(
+        lambda tx: tx.all("claim_outbox", token="mine", batch=10, lease_seconds=30)
+    )
+    ids = json.dumps([int(claimed[0]["id"])])
+    marked = orders.db.transaction(
+        lambda tx: tx.all("mark_outbox_published", ids=ids, token="other")
+    )
+    assert [] == list(marked)
+    assert None is outbox(orders)[0]["published_at"]
+
+
+def test_a_claimed_event_is_not_claimed_again_while_its_lease_holds(orders):
+    """A second relay skips what the first holds, and takes it once the lease expired."""
+    place(orders)
+    first = orders.db.transaction(
+        lambda tx: tx.all("claim_outbox", token="a", batch=10, lease_seconds=30)
+    )
+    second = orders.db.transaction(
+        lambda tx: tx.all("claim_outbox", token="b", batch=10, lease_seconds=30)
+    )
+    assert (1, 0) == (len(first), len(second))
+    expire_leases(orders)
+    third = orders.db.transaction(
+        lambda tx: tx.all("claim_outbox", token="c", batch=10, lease_seconds=30)
+    )
+    assert 1 == len(third)
+
+
+def test_a_publisher_confirming_a_prefix_gets_that_prefix_marked(orders):
+    """PublishFailed names what the broker confirmed before failing; only that is marked."""
+    place(orders, 3)
+
+    class HalfBroker:
+        def publish(self, events):
+            raise PublishFailed(confirmed=[events[0].id], reason="connection reset")
+
+        def close(self):
+            pass
+
+    relay = Relay(orders.db, [HalfBroker()])
+    assert 3 == relay.poll()
+    published = [row["published_at"] is not None for row in outbox(orders)]
+    assert [True, False, False] == published
+    assert (1, 2, "connection reset") == (
+        relay.report.published,
+        relay.report.failed,
+        relay.report.errors[-1],
+    )
+
+
+# -- verify -----------------------------------------------------------------------------
+
+
+def test_verify_catches_a_transition_without_its_declared_event(orders):
+    """Deleting an outbox row on purpose breaks the outbox invariant."""
+    (saga_id,) = place(orders)
+    orders.sagas.fire(saga_id, "pay", actor="test")
+    assert verify(orders).ok
+    execute(orders, "DELETE FROM outbox WHERE type = 'order.paid'")
+    report = verify(orders)
+    (rule,) = [r for r in report.invariants if r.name == "outbox"]
+    assert [f"saga {saga_id} v2 entered paid without its order.paid event in the outbox"] == (
+        rule.problems
+    )
+
+
+def test_verify_does_not_ask_for_events_before_the_prune_horizon(orders):
+    """Published rows older than retention's horizon may be gone; later ones may not."""
+    (saga_id,) = place(orders)
+    execute(orders, "DELETE FROM outbox")
+    if orders.db.dialect == "sqlite":
+        horizon = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
+    else:
+        horizon = "clock_timestamp()"
+    execute(orders, f"INSERT INTO prune_horizons (target, horizon) VALUES ('outbox', {horizon})")
+    assert verify(orders).ok
+    orders.sagas.fire(saga_id, "pay", actor="test")
+    execute(orders, "DELETE FROM outbox")
+    assert not verify(orders).ok
+
+
+# -- the consumer inbox -------------------------------------------------------------
+
+
+class Tally:
+    """A consumer whose effect is a list of the events it applied."""
+
+    def __init__(self):
+        self.applied = []
+        self.consumer = Consumer(name="tally", bindings=("order.*",), apply=self.apply)
+
+    def apply(self, tx, event):
+        self.applied.append(event.id)
+
+    def receive(self, db, event):
+        return self.consumer.receive(db, event)
+
+
+@pytest.fixture
+def tally():
+    return Tally()
+
+
+def event_of(engine):
+    got = Collect()
+    relay_to(engine, got).poll()
+    return got.events[0]
+
+
+def test_the_consumer_applies_an_event_once(orders, tally):
+    """A redelivered event is a duplicate: its effect happened once."""
+    place(orders)
+    event = event_of(orders)
+    assert ["applied", "duplicate", "duplicate"] == [
+        tally.receive(orders.db, event) for _ in range(3)
+    ]
+    assert [event.id] == tally.applied
+    claims = "SELECT count(*) FROM inbox_messages WHERE source = 'consumer.tally'"
+    assert 1 == scalar(orders, claims)
+
+
+def test_the_same_event_id_with_other_content_is_a_recorded_conflict(orders, tally):
+    """Other content under a known id is recorded as a conflict and not applied."""
+    place(orders)
+    event = event_of(orders)
+    tally.receive(orders.db, event)
+    forged = Event.from_json({**event.to_json(), "data": {"total": 1_000_000}})
+    assert "conflict" == tally.receive(orders.db, forged)
+    assert [event.id] == tally.applied
+    conflicts = rows(orders, "SELECT * FROM inbox_message_conflicts")
+    assert [("consumer.tally", event.id)] == [(c["source"], c["event_id"]) for c in conflicts]
+
+
+def test_an_event_round_trips_through_its_published_body(orders):
+    """What a consumer parses is what the relay published."""
+    place(orders)
+    event = event_of(orders)
+    assert event == Event.from_json(json.loads(json.dumps(event.to_json())))
+    with pytest.raises(ValueError, match="not an outbox event"):
+        Event.from_json({"id": "x"})
