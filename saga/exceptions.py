@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApplicationError",
+    "BrokerUnavailable",
     "ConflictError",
     "DatabaseBusy",
     "DatabaseError",
@@ -220,3 +221,13 @@ class PublishFailed(SagaError):
         self.reason = reason
         super().__init__(f"published {len(self.confirmed)} event(s), then: {reason}")
         self._kwargs = {"confirmed": self.confirmed, "reason": reason}
+
+
+class BrokerUnavailable(SagaError):
+    """The message broker could not be reached; ``broker`` names it without its password."""
+
+    def __init__(self, *, broker: str, error: str) -> None:
+        self.broker = broker
+        self.error = error
+        super().__init__(f"the broker at {broker} is unreachable: {error}")
+        self._kwargs = {"broker": broker, "error": error}

@@ -24,6 +24,9 @@ from saga import Engine
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
+# The RabbitMQ fixtures (broker, outage) for every test module.
+pytest_plugins = ("tests.broker",)
+
 POSTGRES_URL = os.environ.get(
     "SAGA_TEST_POSTGRES_URL", "postgresql+psycopg://postgres@127.0.0.1:5432/test"
 )

@@ -11,7 +11,7 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from saga.cli import catalogue, demo, instances, messages, misc, ops, purchase, queue
+from saga.cli import catalogue, demo, events, instances, messages, misc, ops, purchase, queue
 from saga.cli.common import (
     EXIT_ERROR,
     Command,
@@ -35,7 +35,7 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     add_common_options(parser, top_level=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     commands: dict[str, Command] = {}
-    for module in (misc, catalogue, purchase, instances, messages, queue, ops, demo):
+    for module in (misc, catalogue, purchase, instances, messages, queue, events, ops, demo):
         commands.update(module.register(subparsers))
     return parser, commands
 

@@ -4,14 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, TextIO
 
+from saga import validation
 from saga.core.app import load_app
 from saga.core.engine import Engine, default_url
+from saga.core.rabbitmq import BROKER_ENV, DEFAULT_EXCHANGE, EXCHANGE_ENV
 from saga.exceptions import ConflictError, InvalidInput, NotFound, SagaError
 
 EXIT_OK: Final = 0
@@ -21,7 +24,13 @@ EXIT_CONFLICT: Final = 3
 EXIT_NOT_FOUND: Final = 4
 
 Handler = Callable[[argparse.Namespace, "Output"], int]
-_GLOBAL_FLAGS: Final = {"db": "--db", "sandbox_db": "--sandbox-db", "app": "--app"}
+_GLOBAL_FLAGS: Final = {
+    "db": "--db",
+    "sandbox_db": "--sandbox-db",
+    "app": "--app",
+    "broker": "--broker",
+    "exchange": "--exchange",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +81,33 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
         default="warning" if top_level else argparse.SUPPRESS,
         help="structured logs on stderr at this level and above (default: warning)",
     )
+
+
+def add_broker_options(parser: argparse.ArgumentParser) -> None:
+    """``--broker`` and ``--exchange``: where the outbox's events are published."""
+    parser.add_argument(
+        "--broker",
+        metavar="URL",
+        help="RabbitMQ to publish the outbox to, amqp://user:pass@host:5672/vhost "
+        "(default: $SAGA_BROKER_URL; none: events wait in the outbox unless the "
+        "application subscribes in process)",
+    )
+    parser.add_argument(
+        "--exchange",
+        metavar="NAME",
+        help="the topic exchange (default: $SAGA_EXCHANGE, else saga.events)",
+    )
+
+
+def broker_url(args: argparse.Namespace) -> str | None:
+    """``--broker``, else ``$SAGA_BROKER_URL``."""
+    return getattr(args, "broker", None) or os.environ.get(BROKER_ENV) or None
+
+
+def exchange(args: argparse.Namespace) -> str:
+    """``--exchange``, else ``$SAGA_EXCHANGE``, else ``saga.events``."""
+    name = getattr(args, "exchange", None) or os.environ.get(EXCHANGE_ENV) or DEFAULT_EXCHANGE
+    return validation.identifier("exchange", name)
 
 
 class Output:

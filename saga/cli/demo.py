@@ -12,7 +12,10 @@ from saga.cli.common import (
     EXIT_OK,
     Command,
     Output,
+    add_broker_options,
     add_common_options,
+    broker_url,
+    exchange,
     open_engine,
     whole,
 )
@@ -44,6 +47,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="S",
         help="seed of the purchase mix (default: random; printed in the report)",
     )
+    add_broker_options(demo)
     add_common_options(demo, top_level=False)
     return {"demo": Command(_demo, {"purchases": "--purchases", "workers": "--workers"})}
 
@@ -75,6 +79,7 @@ def _demo(args: argparse.Namespace, out: Output) -> int:
             workers=args.workers,
             seed=args.seed,
             progress=progress,
+            broker=(url, exchange(args)) if (url := broker_url(args)) else None,
         )
     if out.as_json:
         out.json(report)

@@ -15,7 +15,10 @@ from saga.cli.common import (
     EXIT_OK,
     Command,
     Output,
+    add_broker_options,
     add_common_options,
+    broker_url,
+    exchange,
     open_engine,
     whole,
 )
@@ -100,6 +103,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         dest="queues",
         help="only this queue (repeatable; default: all)",
     )
+    add_broker_options(worker)
     add_common_options(worker, top_level=False)
 
     stats = subparsers.add_parser("stats", help="queue, reconciliation and saga figures")
@@ -189,6 +193,8 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
         queues=tuple(args.queues) if args.queues else None,
         burst=args.burst,
         log_level=args.log_level,
+        broker_url=broker_url(args),
+        exchange=exchange(args),
     )
     supervisor = Supervisor(options, concurrency=args.concurrency)
     try:
@@ -204,7 +210,8 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
         out.line(
             f"workers stopped: {summary['done']} done, {summary['retried']} retried, "
             f"{summary['dead_lettered']} dead-lettered, {summary['timed_out']} timed out, "
-            f"{summary['lost_leases']} lost leases, {summary['restarts']} restarts"
+            f"{summary['lost_leases']} lost leases, {summary['restarts']} restarts, "
+            f"{summary['published']} events published"
         )
     return EXIT_OK
 
@@ -238,6 +245,13 @@ def _stats_command(args: argparse.Namespace, out: Output) -> int:
         f"reconciliation: {backlog['open']} open ({backlog['escalated']} with operators, "
         f"{backlog['overdue']} OVERDUE, {backlog['review']} for review), "
         f"oldest {backlog['oldest_age_s']} s"
+    )
+    outbox = figures["outbox"]
+    out.line(
+        f"outbox: {outbox['unpublished']} unpublished (oldest {outbox['oldest_unpublished_age_s']}"
+        f" s), {outbox['publish_rate_per_s']} published/s over the last minute, "
+        f"{outbox['broker_errors']} broker errors"
+        + (f" (last: {outbox['last_error']})" if outbox["last_error"] else "")
     )
     out.line()
     out.table(("SAGA STATE", "COUNT"), sorted(figures["sagas"].items()))

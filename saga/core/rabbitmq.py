@@ -25,7 +25,7 @@ import structlog
 
 from saga.core.faults import crash_point
 from saga.core.outbox import Event
-from saga.exceptions import PublishFailed
+from saga.exceptions import BrokerUnavailable, PublishFailed
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -55,7 +55,14 @@ def connect(url: str, *, timeout: float = 5.0) -> BlockingConnection:
     params.socket_timeout = timeout
     params.blocked_connection_timeout = timeout * 6
     params.connection_attempts = 1
-    connection: BlockingConnection = pika.BlockingConnection(params)
+    try:
+        connection: BlockingConnection = pika.BlockingConnection(params)
+    except (pika.exceptions.AMQPConnectionError, OSError) as exc:
+        detail = str(exc) or repr(exc.args[0] if exc.args else exc)
+        raise BrokerUnavailable(
+            broker=f"{params.host}:{params.port} (vhost {params.virtual_host})",
+            error=f"{type(exc).__name__}: {detail}",
+        ) from exc
     return connection
 
 
@@ -78,6 +85,15 @@ def declare_queue(
     channel.queue_declare(queue, durable=True)
     for pattern in bindings:
         channel.queue_bind(queue, exchange, routing_key=pattern)
+
+
+def declare(url: str, *, exchange: str, queue: str, bindings: Sequence[str]) -> None:
+    """Declare ``queue`` and its bindings now, so no event is unrouted before it consumes."""
+    connection = connect(url)
+    try:
+        declare_queue(connection.channel(), exchange, queue, bindings)
+    finally:
+        connection.close()
 
 
 def message_properties(event: Event) -> Any:
@@ -145,7 +161,7 @@ class RabbitPublisher:
                     mandatory=True,
                 )
                 confirmed.append(event.id)
-        except (pika.exceptions.AMQPError, OSError) as exc:
+        except (pika.exceptions.AMQPError, OSError, BrokerUnavailable) as exc:
             self.close()
             raise PublishFailed(
                 confirmed=confirmed, reason=f"RabbitMQ: {type(exc).__name__}: {exc}"

@@ -284,20 +284,19 @@ class Relay:
         poll_interval: float = 1.0,
     ) -> RelayReport:
         """
-        Publish until ``stopping()``; with ``burst``, until nothing is due within a poll.
+        Publish until ``stopping()``; with ``burst``, until a poll finds nothing to claim.
 
+        Events backing off after a failure are not waited for in burst mode.
         ``wait(seconds)`` sleeps between idle polls (an ``Event.wait`` wakes on a stop).
         """
         self._log.info("relay_started", batch=self.batch, burst=burst)
         while not stopping():
             if self.poll():
                 continue
+            if burst:
+                break
             due = self.next_due_in()
-            if burst and due is None:
-                break
-            if burst and due is not None and due > poll_interval:
-                break
-            wait(min(poll_interval, due if due is not None else poll_interval))
+            wait(poll_interval if due is None else min(poll_interval, due))
         self._log.info("relay_stopped", **self.report.as_dict())
         return self.report
 

@@ -13,7 +13,9 @@ def collect(db: Database) -> dict[str, Any]:
     Figures per queue and per saga state.
 
     Per queue: pending (and due), running, expired leases, dead letters by
-    reason, oldest due age, done; per saga state: count and time in state.
+    reason, oldest due age, done; per saga state: count and time in state;
+    the outbox: unpublished events, the oldest one's age, the publish rate
+    over the last minute, broker errors.
     """
     return db.transaction(_collect, write=False)
 
@@ -65,6 +67,25 @@ def _collect(tx: Tx) -> dict[str, Any]:
     return {
         "queues": dict(sorted(queues.items())),
         "reconciliation": reconciliation,
+        "outbox": _outbox(tx),
         "sagas": sagas,
         "saga_kinds": kinds,
+    }
+
+
+def _outbox(tx: Tx) -> dict[str, Any]:
+    row = tx.one("outbox_stats")
+    last = tx.one("outbox_last_error")
+    published_last_minute = int(row["published_last_minute"] or 0) if row else 0
+    return {
+        "unpublished": int(row["unpublished"] or 0) if row else 0,
+        "oldest_unpublished_age_s": round(float(row["oldest_unpublished_age_s"] or 0), 3)
+        if row
+        else 0.0,
+        "published": int(row["published"] or 0) if row else 0,
+        "published_last_minute": published_last_minute,
+        "publish_rate_per_s": round(published_last_minute / 60.0, 3),
+        "failing": int(row["failing"] or 0) if row else 0,
+        "broker_errors": int(row["broker_errors"] or 0) if row else 0,
+        "last_error": last["last_error"] if last else None,
     }

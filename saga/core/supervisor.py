@@ -69,6 +69,8 @@ class WorkerOptions:
     queues: tuple[str, ...] | None = None
     burst: bool = False
     log_level: str = "warning"
+    broker_url: str | None = None
+    exchange: str | None = None
 
 
 def builtin_handlers(engine: Engine) -> Handlers:
@@ -87,10 +89,18 @@ def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]])
     try:
         app = load_app(options.app)
         with Engine(options.url, app=app, sandbox_url=options.sandbox_url) as engine:
+            # The outbox relay is one more poller: each worker process publishes
+            # between claims, and SKIP LOCKED shares the events among them.
+            relay = engine.relay(
+                broker_url=options.broker_url,
+                exchange=options.exchange,
+                lease_seconds=options.lease_seconds,
+            )
+            pollers = [*engine.pollers(), *([relay] if relay is not None else [])]
             worker = Worker(
                 engine.db,
                 builtin_handlers(engine),
-                pollers=engine.pollers(),
+                pollers=pollers,
                 batch=options.batch,
                 lease_seconds=options.lease_seconds,
                 poll_interval=options.poll_interval,
@@ -99,7 +109,12 @@ def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]])
             )
             signal.signal(signal.SIGTERM, lambda *_: worker.stop())
             signal.signal(signal.SIGINT, lambda *_: worker.stop())
-            report = worker.run(burst=options.burst)
+            try:
+                report = worker.run(burst=options.burst)
+            finally:
+                if relay is not None:
+                    relay.close()
+            report.published = relay.report.published if relay is not None else 0
     except Exception:  # noqa: BLE001 - the supervisor reports it once, not each child
         reports.put({"crash": traceback.format_exc()})
         reports.close()

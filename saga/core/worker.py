@@ -51,6 +51,7 @@ class WorkerReport:
     lost_leases: int = 0
     released: int = 0
     timed_out: int = 0
+    published: int = 0
     started_at: float = field(default_factory=time.monotonic)
 
     def as_dict(self) -> dict[str, Any]:
@@ -64,6 +65,7 @@ class WorkerReport:
             "lost_leases": self.lost_leases,
             "released": self.released,
             "timed_out": self.timed_out,
+            "published": self.published,
             "seconds": round(time.monotonic() - self.started_at, 3),
         }
 
@@ -78,6 +80,7 @@ class WorkerReport:
             "lost_leases",
             "released",
             "timed_out",
+            "published",
         ):
             setattr(self, name, getattr(self, name) + int(other.get(name, 0)))
 

@@ -28,7 +28,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import verify
+from saga import collect_stats, verify
 from saga.exceptions import ConflictError, TransitionNotAllowed
 
 if TYPE_CHECKING:
@@ -134,8 +134,14 @@ def run_demo(
     seed: int | None,
     progress: Callable[[int, int], None] | None = None,
     timeout_s: float = 600.0,
+    broker: tuple[str, str] | None = None,
 ) -> dict[str, Any]:
-    """Run the demo on ``engine``'s database; the report as plain data."""
+    """
+    Run the demo on ``engine``'s database; the report as plain data.
+
+    With ``broker`` (a RabbitMQ URL and an exchange), the workers publish the
+    purchases' events there, and the demo waits for the outbox to drain.
+    """
     seed = seed if seed is not None else secrets.randbelow(2**31)
     plan = Plan.draw(purchases=purchases, seed=seed, run=secrets.token_hex(3))
     engine.upgrade()
@@ -146,11 +152,17 @@ def run_demo(
     # The contested intensive sells out before any worker runs: which buyers
     # get a seat depends on the seed, never on how fast seats come free.
     _accept(engine, plan, outcome, only=plan.contested)
-    process = _start_workers(engine, workers)
+    process = _start_workers(engine, workers, broker)
     try:
         _accept(engine, plan, outcome, progress=progress, skip=plan.contested)
         outcome.settled = _work_until_settled(
-            engine, plan, outcome, progress=progress, start=start, timeout_s=timeout_s
+            engine,
+            plan,
+            outcome,
+            progress=progress,
+            start=start,
+            timeout_s=timeout_s,
+            drain_outbox=broker is not None,
         )
     finally:
         _stop(process)
@@ -158,7 +170,9 @@ def run_demo(
     return _report(engine, plan, outcome, seed=seed, workers=workers)
 
 
-def _start_workers(engine: Engine, workers: int) -> subprocess.Popen[bytes]:
+def _start_workers(
+    engine: Engine, workers: int, broker: tuple[str, str] | None
+) -> subprocess.Popen[bytes]:
     command = [
         sys.executable,
         "-m",
@@ -177,6 +191,8 @@ def _start_workers(engine: Engine, workers: int) -> subprocess.Popen[bytes]:
         "--log-level",
         "error",
     ]
+    if broker is not None:
+        command += ["--broker", broker[0], "--exchange", broker[1]]
     # Our own interpreter running our own module: no untrusted input here.
     return subprocess.Popen(  # noqa: S603
         command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env={**os.environ}
@@ -263,6 +279,7 @@ def _work_until_settled(
     progress: Callable[[int, int], None] | None,
     start: float,
     timeout_s: float,
+    drain_outbox: bool,
 ) -> bool:
     pending_cancel = {outcome.accepted[op] for op in plan.cancel if op in outcome.accepted}
     total = len(outcome.accepted)
@@ -289,7 +306,7 @@ def _work_until_settled(
         settled = sum(1 for row in states.values() if _is_settled(row["state"], row["owner"]))
         if progress is not None:
             progress(settled, total)
-        if settled == total and not pending_cancel and _queues_idle(engine):
+        if settled == total and not pending_cancel and _queues_idle(engine, drain_outbox):
             return True
         time.sleep(0.5)
     return False
@@ -302,11 +319,10 @@ def _is_settled(state: str, owner: str | None) -> bool:
     return state == "needs_reconciliation" and owner is not None and owner != "checker"
 
 
-def _queues_idle(engine: Engine) -> bool:
-    from saga import collect_stats as collect  # noqa: PLC0415 - only the demo needs it here
-
-    figures = collect(engine.db)
+def _queues_idle(engine: Engine, drain_outbox: bool) -> bool:
+    figures = collect_stats(engine.db)
     busy = any(q["due"] or q["running"] for q in figures["queues"].values())
+    busy = busy or (drain_outbox and figures["outbox"]["unpublished"] > 0)
     return not busy and engine.sandbox.next_webhook_in() is None
 
 
@@ -375,6 +391,11 @@ def _report(
             "p50": _quantile(lags, 0.50),
             "p99": _quantile(lags, 0.99),
             "max": round(lags[-1], 3) if lags else None,
+        },
+        "outbox": {
+            key: value
+            for key, value in collect_stats(engine.db)["outbox"].items()
+            if key in ("unpublished", "published", "broker_errors")
         },
         "settled": outcome.settled,
         "seconds": round(outcome.seconds, 1),
