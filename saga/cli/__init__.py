@@ -11,7 +11,18 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from saga.cli import catalogue, demo, events, instances, messages, misc, ops, purchase, queue
+from saga.cli import (
+    catalogue,
+    demo,
+    events,
+    instances,
+    messages,
+    misc,
+    ops,
+    purchase,
+    queue,
+    retention,
+)
 from saga.cli.common import (
     EXIT_ERROR,
     Command,
@@ -35,7 +46,8 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     add_common_options(parser, top_level=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     commands: dict[str, Command] = {}
-    for module in (misc, catalogue, purchase, instances, messages, queue, events, ops, demo):
+    modules = (misc, catalogue, purchase, instances, messages, queue, events, retention, ops, demo)
+    for module in modules:
         commands.update(module.register(subparsers))
     return parser, commands
 

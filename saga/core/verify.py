@@ -24,6 +24,7 @@ from saga.core.outbox import event_id
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
+    from datetime import datetime
 
     from sqlalchemy.engine import RowMapping
 
@@ -41,7 +42,9 @@ def verify(engine: Engine) -> Report:
     """Check the application's invariants and the engine's on ``engine``'s database."""
     facts = engine.db.transaction(_engine_facts, write=False)
     facts["registry"] = engine.registry
-    facts["expected_jobs"] = _expected_jobs(engine.registry, facts["transitions"], facts["sagas"])
+    facts["expected_jobs"] = _expected_jobs(
+        engine.registry, facts["transitions"], facts["sagas"], facts["jobs_horizon"]
+    )
     facts["known_jobs"] = engine.db.transaction(
         lambda tx: _known_jobs(tx, sorted(facts["expected_jobs"])), write=False
     )
@@ -69,6 +72,7 @@ def _engine_facts(tx: Tx) -> dict[str, Any]:
         "inbox_effects": tx.all("verify_inbox_effects"),
         "outbox_events": {row["event_id"] for row in tx.all("verify_outbox_events")},
         "outbox_horizon": maybe_utc(tx.scalar("get_prune_horizon", target="outbox")),
+        "jobs_horizon": maybe_utc(tx.scalar("get_prune_horizon", target="jobs")),
     }
 
 
@@ -88,11 +92,24 @@ def _machine(registry: Registry, kind: str, version: int) -> Machine | None:
 
 
 def _expected_jobs(
-    registry: Registry, transitions: Iterable[RowMapping], sagas: Iterable[RowMapping]
+    registry: Registry,
+    transitions: Iterable[RowMapping],
+    sagas: Iterable[RowMapping],
+    horizon: datetime | None,
 ) -> dict[str, str]:
-    """Every job a saga's history queued: the actions of each state it entered, its timer."""
+    """
+    Every job a saga's history queued: the actions of each state it entered, its timer.
+
+    Jobs of transitions before retention's ``horizon`` may have been pruned
+    once finished: they are not asked for.
+    """
     expected: dict[str, str] = {}
+    old: set[str] = set()  # sagas whose latest transition is before the horizon
     for row in transitions:
+        if horizon is not None and as_utc(row["at"]) < horizon:
+            old.add(row["saga_id"])
+            continue
+        old.discard(row["saga_id"])
         machine = _machine(registry, row["kind"], int(row["definition_version"]))
         if machine is None or not machine.has_state(row["to_state"]):
             continue
@@ -100,7 +117,7 @@ def _expected_jobs(
             job = f"step:{row['saga_id']}:{row['version']}:{action}"
             expected[job] = f"{row['saga_id']} entered {row['to_state']} (v{row['version']})"
     for saga in sagas:
-        if saga["deadline_event"] is not None:
+        if saga["deadline_event"] is not None and saga["id"] not in old:
             job = f"timer:{saga['id']}:{saga['version']}"
             expected[job] = f"{saga['id']} has a deadline at v{saga['version']}"
     return expected

@@ -342,3 +342,37 @@ def test_in_process_subscribers_and_the_broker_both_confirm_before_a_row_is_mark
         assert 2 == relay.run(burst=True).published
         relay.close()
         assert 2 == len(got.events) == broker.count(queue)
+
+
+@pytest.mark.slow
+def test_after_a_demo_the_example_consumers_figures_match_the_engines(postgres_url, broker, capsys):
+    """The demo's purchases, faults included, published and projected: the same sales."""
+    queue = broker.queue("sales")
+    assert 0 == cli_json(capsys, "db", "upgrade", "--db", postgres_url)[0]
+    assert 0 == consume(postgres_url, broker, queue, "--declare")[0]
+    code, report = cli_json(
+        capsys,
+        "demo",
+        "--purchases",
+        "60",
+        "--workers",
+        "2",
+        "--seed",
+        "7",
+        "--db",
+        postgres_url,
+        "--broker",
+        broker.url,
+        "--exchange",
+        broker.exchange,
+    )
+    assert 0 == code
+    assert (0, 0) == (report["outbox"]["unpublished"], report["outbox"]["broker_errors"])
+    code, out, err = consume(postgres_url, broker, queue, "--idle-exit", "2")
+    assert 0 == code, err
+    assert report["outbox"]["published"] == json.loads(out)["applied"]
+    projected, recorded = figures(capsys, postgres_url)
+    assert recorded == projected
+    assert sum(i["seats_sold"] for i in projected["intensives"].values()) == (
+        report["purchases"]["by_state"].get("confirmed", 0)
+    )
