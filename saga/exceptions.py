@@ -213,14 +213,19 @@ class PublishFailed(SagaError):
     A publisher could not publish every event of a batch.
 
     ``confirmed`` are the ids the broker confirmed before the failure (a
-    prefix of the batch, in order); ``reason`` says what went wrong.
+    prefix of the batch, in order); ``reason`` says what went wrong;
+    ``rejected`` is the id of the event the broker (or a subscriber) refused,
+    ``None`` when the connection failed (an outage is never the event's fault).
     """
 
-    def __init__(self, *, confirmed: Sequence[str], reason: str) -> None:
+    def __init__(
+        self, *, confirmed: Sequence[str], reason: str, rejected: str | None = None
+    ) -> None:
         self.confirmed = tuple(confirmed)
         self.reason = reason
+        self.rejected = rejected
         super().__init__(f"published {len(self.confirmed)} event(s), then: {reason}")
-        self._kwargs = {"confirmed": self.confirmed, "reason": reason}
+        self._kwargs = {"confirmed": self.confirmed, "reason": reason, "rejected": rejected}
 
 
 class BrokerUnavailable(SagaError):

@@ -96,7 +96,7 @@ def fill(engine: Engine, events: int, per_saga: int) -> None:
 def events_of(engine: Engine) -> list[Event]:
     """The unpublished events, oldest first: what the plain loop publishes."""
     rows = engine.db.transaction(
-        lambda tx: tx.all("list_outbox", unpublished=True, saga_id=None, limit=10**9),
+        lambda tx: tx.all("list_outbox", unpublished=True, dead=False, saga_id=None, limit=10**9),
         write=False,
     )
     return sorted((Event.from_row(row) for row in rows), key=lambda e: (e.saga_id, e.saga_version))

@@ -20,7 +20,7 @@ from saga.cli.common import (
 )
 from saga.codec import iso, load_json, maybe_utc
 from saga.core.rabbitmq import consume, declare
-from saga.exceptions import InvalidInput
+from saga.exceptions import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     import argparse
@@ -93,13 +93,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     actions = outbox.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = actions.add_parser("list", help="events, newest first")
     listing.add_argument("--unpublished", action="store_true", help="only those still waiting")
+    listing.add_argument("--dead", action="store_true", help="only dead-lettered ones")
     listing.add_argument("--saga", metavar="ID", help="only this saga's")
     listing.add_argument("--limit", type=whole, default=50, metavar="N")
     add_common_options(listing, top_level=False)
+    replay = actions.add_parser(
+        "replay", help="give dead-lettered events a fresh start (the relay publishes them again)"
+    )
+    which = replay.add_mutually_exclusive_group(required=True)
+    which.add_argument("--event", metavar="ID", help="one dead-lettered event")
+    which.add_argument("--all", action="store_true", help="every dead-lettered event")
+    add_common_options(replay, top_level=False)
     return {
         "relay": Command(_relay, FLAGS),
         "consume": Command(_consume, FLAGS),
         "outbox list": Command(_outbox_list, FLAGS),
+        "outbox replay": Command(_outbox_replay, FLAGS),
     }
 
 
@@ -209,7 +218,11 @@ def _outbox_list(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args, create=False) as engine:
         rows = engine.db.transaction(
             lambda tx: tx.all(
-                "list_outbox", unpublished=args.unpublished, saga_id=args.saga, limit=args.limit
+                "list_outbox",
+                unpublished=args.unpublished,
+                dead=args.dead,
+                saga_id=args.saga,
+                limit=args.limit,
             ),
             write=False,
         )
@@ -223,6 +236,7 @@ def _outbox_list(args: argparse.Namespace, out: Output) -> int:
             "occurred_at": iso(maybe_utc(row["occurred_at"])),
             "data": load_json(row["data"]),
             "published_at": iso(maybe_utc(row["published_at"])),
+            "dead_at": iso(maybe_utc(row["dead_at"])),
             "attempts": int(row["attempts"]),
             "errors": int(row["errors"]),
             "last_error": row["last_error"],
@@ -233,7 +247,22 @@ def _outbox_list(args: argparse.Namespace, out: Output) -> int:
         out.json({"events": events})
         return EXIT_OK
     out.table(
-        ("EVENT", "TYPE", "PUBLISHED", "ERRORS"),
-        ((e["id"], e["type"], e["published_at"], e["errors"]) for e in events),
+        ("EVENT", "TYPE", "PUBLISHED", "DEAD", "ERRORS"),
+        ((e["id"], e["type"], e["published_at"], e["dead_at"], e["errors"]) for e in events),
     )
+    return EXIT_OK
+
+
+def _outbox_replay(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args, create=False) as engine:
+        rows = engine.db.transaction(
+            lambda tx: tx.all("replay_outbox", event_id=None if args.all else args.event)
+        )
+    replayed = [row["event_id"] for row in rows]
+    if args.event and not replayed:
+        raise NotFound(kind="dead-lettered event", key=args.event)
+    if out.as_json:
+        out.json({"replayed": replayed})
+    else:
+        out.line(f"replayed {len(replayed)} dead-lettered event(s)")
     return EXIT_OK

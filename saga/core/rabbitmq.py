@@ -148,9 +148,11 @@ class RabbitPublisher:
         """Publish in order, each confirmed by the broker; :class:`PublishFailed` on error."""
         pika = _pika()
         confirmed: list[str] = []
+        current: str | None = None
         try:
             channel = self._open()
             for event in events:
+                current = event.id
                 # With confirms on, this returns once the broker acked the
                 # message, and raises if it nacked or returned it.
                 channel.basic_publish(
@@ -161,6 +163,16 @@ class RabbitPublisher:
                     mandatory=True,
                 )
                 confirmed.append(event.id)
+        except (
+            pika.exceptions.NackError,
+            pika.exceptions.UnroutableError,
+            pika.exceptions.BodyTooLongError,
+        ) as exc:
+            # The broker refused this message, not the connection: it counts
+            # against the event, which is dead-lettered if it keeps happening.
+            raise PublishFailed(
+                confirmed=confirmed, reason=f"RabbitMQ refused it: {exc!r}", rejected=current
+            ) from exc
         except (pika.exceptions.AMQPError, OSError, BrokerUnavailable) as exc:
             self.close()
             raise PublishFailed(

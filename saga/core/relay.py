@@ -52,6 +52,8 @@ DEFAULT_LEASE_SECONDS: Final = 30.0
 # Broker outages are retried for as long as they last: an event is never
 # dropped, only delayed, so the backoff is capped low enough to catch up soon.
 DEFAULT_BACKOFF: Final = Backoff(base=0.5, cap=30.0)
+# An event the broker refuses (nack, too large) this many times is dead-lettered.
+DEFAULT_MAX_REFUSALS: Final = 10
 
 
 class Publisher(Protocol):
@@ -94,12 +96,17 @@ class Subscribers:
         self._subscriptions.append((pattern, subscriber))
 
     def publish(self, events: Sequence[Event]) -> Sequence[str]:
-        """Deliver each event to its subscribers; the ids delivered before a failure."""
+        """Deliver each event to its subscribers; a failing one refuses its event."""
         done: list[str] = []
         for event in events:
             for pattern, subscriber in self._subscriptions:
                 if topic_matches(pattern, event.type):
-                    subscriber(event)
+                    try:
+                        subscriber(event)
+                    except Exception as exc:
+                        raise PublishFailed(
+                            confirmed=done, reason=error_text(exc), rejected=event.id
+                        ) from exc
             done.append(event.id)
         return done
 
@@ -129,6 +136,15 @@ class _Claimed:
     event: Event
 
 
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """What publishing a batch did: the ids confirmed, the error, the event refused."""
+
+    confirmed: set[str]
+    error: str | None
+    refused: str | None
+
+
 @dataclass(slots=True)
 class RelayReport:
     """What a relay did: events claimed, published, failed, and batches run."""
@@ -136,6 +152,7 @@ class RelayReport:
     claimed: int = 0
     published: int = 0
     failed: int = 0
+    dead: int = 0
     lost_leases: int = 0
     batches: int = 0
     errors: list[str] = field(default_factory=list)
@@ -146,6 +163,7 @@ class RelayReport:
             "claimed": self.claimed,
             "published": self.published,
             "failed": self.failed,
+            "dead": self.dead,
             "lost_leases": self.lost_leases,
             "batches": self.batches,
             "last_error": self.errors[-1] if self.errors else None,
@@ -166,6 +184,10 @@ class Relay:
             a batch must take less.
         backoff: delay before an event that failed is due again (per event,
             by its number of failures).
+        max_refusals: an event the broker (or a subscriber) refused this many
+            times is dead-lettered, with the last error as its reason, and no
+            longer holds back its saga's later events.  A connection failure
+            is never the event's fault: it is retried for as long as it lasts.
 
     """
 
@@ -177,6 +199,7 @@ class Relay:
         batch: int = 100,
         lease_seconds: float = DEFAULT_LEASE_SECONDS,
         backoff: Backoff = DEFAULT_BACKOFF,
+        max_refusals: int = DEFAULT_MAX_REFUSALS,
         name: str | None = None,
     ) -> None:
         if batch < 1 or lease_seconds <= 0:
@@ -190,6 +213,7 @@ class Relay:
         self.batch = batch
         self.lease_seconds = lease_seconds
         self.backoff = backoff
+        self.max_refusals = max_refusals
         self.name = name or f"{socket.gethostname()}:{os.getpid()}"
         self.report = RelayReport()
         self._log = log.bind(relay=self.name)
@@ -211,20 +235,21 @@ class Relay:
             for row in sorted(rows, key=lambda row: int(row["id"]))
         ]
         crash_point("relay.before_publish")
-        confirmed, error = self._publish([c.event for c in claimed])
+        outcome = self._publish([c.event for c in claimed])
         crash_point("relay.after_publish")
-        self._settle(token, claimed, {event.id for event in confirmed}, error)
+        self._settle(token, claimed, outcome)
         return len(rows)
 
-    def _publish(self, events: Sequence[Event]) -> tuple[list[Event], str | None]:
-        """The events every publisher confirmed (a prefix), and the first error."""
+    def _publish(self, events: Sequence[Event]) -> _Outcome:
+        """The events every publisher confirmed (a prefix), the first error, the refused event."""
         pending = list(events)
         for publisher in self.publishers:
             error: str | None = None
+            refused: str | None = None
             try:
                 done = set(publisher.publish(pending))
             except PublishFailed as exc:
-                done, error = set(exc.confirmed), exc.reason
+                done, error, refused = set(exc.confirmed), exc.reason, exc.rejected
             except Exception as exc:  # noqa: BLE001 - any failure is retried later
                 done, error = set(), error_text(exc)
             kept = []
@@ -235,14 +260,18 @@ class Relay:
                 kept.append(event)
             pending = kept
             if error is not None:
-                return pending, error
-        return pending, None
+                return _Outcome({e.id for e in pending}, error, refused)
+        return _Outcome({e.id for e in pending}, None, None)
 
-    def _settle(
-        self, token: str, claimed: Sequence[_Claimed], confirmed: set[str], error: str | None
-    ) -> None:
-        published = [c for c in claimed if c.event.id in confirmed]
-        failed = [c for c in claimed if c.event.id not in confirmed]
+    def _settle(self, token: str, claimed: Sequence[_Claimed], outcome: _Outcome) -> None:
+        published = [c for c in claimed if c.event.id in outcome.confirmed]
+        failed = [c for c in claimed if c.event.id not in outcome.confirmed]
+        error = outcome.error
+        dead = [
+            c.event.id
+            for c in failed
+            if c.event.id == outcome.refused and c.errors + 1 >= self.max_refusals
+        ]
 
         def settle(tx: Tx) -> int:
             marked = tx.all(
@@ -255,6 +284,7 @@ class Relay:
                     token=token,
                     error=(error or "not published")[:2000],
                     delay_seconds=self.backoff.delay(c.errors + 1),
+                    dead=c.event.id in dead,
                 )
             return len(marked)
 
@@ -262,6 +292,9 @@ class Relay:
         self.report.published += marked
         self.report.lost_leases += len(published) - marked
         self.report.failed += len(failed)
+        self.report.dead += len(dead)
+        if dead:
+            self._log.error("outbox_event_dead", events=dead, error=error)
         if marked < len(published):
             self._log.warning(
                 "outbox_lease_lost", published=len(published), marked=marked, token=token

@@ -79,6 +79,7 @@ def _outbox(tx: Tx) -> dict[str, Any]:
     published_last_minute = int(row["published_last_minute"] or 0) if row else 0
     return {
         "unpublished": int(row["unpublished"] or 0) if row else 0,
+        "dead": int(row["dead"] or 0) if row else 0,
         "oldest_unpublished_age_s": round(float(row["oldest_unpublished_age_s"] or 0), 3)
         if row
         else 0.0,

@@ -73,6 +73,7 @@ def _engine_facts(tx: Tx) -> dict[str, Any]:
         "outbox_events": {row["event_id"] for row in tx.all("verify_outbox_events")},
         "outbox_horizon": maybe_utc(tx.scalar("get_prune_horizon", target="outbox")),
         "jobs_horizon": maybe_utc(tx.scalar("get_prune_horizon", target="jobs")),
+        "dead_events": tx.all("verify_dead_events"),
     }
 
 
@@ -275,7 +276,7 @@ def _liveness(facts: dict[str, Any]) -> Invariant:
     rule = Invariant(
         "liveness",
         "every saga is final, owned by reconciliation, or within its deadline (plus a minute); "
-        "no dead letter; no overdue check or unseen escalation",
+        "no dead letter, no dead-lettered event; no overdue check or unseen escalation",
     )
     registry: Registry = facts["registry"]
     owned = {item["saga_id"] for item in facts["open_items"] if item["kind"] == "outcome"}
@@ -295,6 +296,11 @@ def _liveness(facts: dict[str, Any]) -> Invariant:
             False,
             f"dead letter {job['id']} ({job['kind']}, {job['error_class']}): "
             f"{(job['last_error'] or '')[:120]}",
+        )
+    for event in facts["dead_events"]:
+        rule.check(
+            False,
+            f"event {event['event_id']} was dead-lettered: {(event['last_error'] or '')[:120]}",
         )
     for item in facts["open_items"]:
         late = float(item["past_deadline_s"])

@@ -370,3 +370,54 @@ def test_an_event_round_trips_through_its_published_body(orders):
     assert event == Event.from_json(json.loads(json.dumps(event.to_json())))
     with pytest.raises(ValueError, match="not an outbox event"):
         Event.from_json({"id": "x"})
+
+
+# -- dead letters -------------------------------------------------------------------
+
+
+def test_an_event_refused_again_and_again_is_dead_lettered_and_frees_its_saga(orders):
+    """After max_refusals, the event stops blocking its saga; verify names it; replay revives."""
+    (saga_id,) = place(orders)
+    orders.sagas.fire(saga_id, "pay", actor="test")
+    got = []
+
+    def refuse_placed(event):
+        if event.type == "order.placed":
+            raise ValueError("no schema for order.placed")
+        got.append(event.type)
+
+    relay = Relay(orders.db, [Subscribers({"#": [refuse_placed]})], max_refusals=3)
+    for _ in range(3):
+        make_due(orders)
+        relay.poll()
+    placed = outbox(orders)[0]
+    assert placed["dead_at"] is not None
+    assert "ValueError: no schema for order.placed" in placed["last_error"]
+    assert 1 == relay.report.dead
+    assert 1 == relay.poll()  # order.paid is no longer held back
+    assert ["order.paid"] == got
+    (liveness,) = [r for r in verify(orders).invariants if r.name == "liveness"]
+    (problem,) = liveness.problems
+    assert problem.startswith(f"event {placed['event_id']} was dead-lettered: ValueError")
+    replayed = orders.db.transaction(lambda tx: tx.all("replay_outbox", event_id=None))
+    assert [placed["event_id"]] == [row["event_id"] for row in replayed]
+    assert (None, 0) == (outbox(orders)[0]["dead_at"], outbox(orders)[0]["errors"])
+
+
+def test_a_connection_failure_never_dead_letters_an_event(orders):
+    """An outage is not the event's fault: it waits for as long as the outage lasts."""
+    place(orders)
+
+    class Down:
+        def publish(self, events):
+            raise ConnectionError("broker down")
+
+        def close(self):
+            pass
+
+    relay = Relay(orders.db, [Down()], max_refusals=2)
+    for _ in range(5):
+        make_due(orders)
+        relay.poll()
+    (row,) = outbox(orders)
+    assert (row["dead_at"], row["errors"]) == (None, 5)

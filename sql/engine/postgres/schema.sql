@@ -245,8 +245,12 @@ CREATE TABLE outbox (
     lease_token     text,
     lease_until     timestamptz,
     published_at    timestamptz,
+    dead_at         timestamptz,
     CONSTRAINT outbox_lease_paired CHECK ((lease_token IS NULL) = (lease_until IS NULL)),
-    CONSTRAINT outbox_published_unleased CHECK (published_at IS NULL OR lease_token IS NULL)
+    CONSTRAINT outbox_published_unleased CHECK (published_at IS NULL OR lease_token IS NULL),
+    CONSTRAINT outbox_dead_unpublished CHECK (
+        dead_at IS NULL OR (published_at IS NULL AND lease_token IS NULL)
+    )
 );
 -- The relay's claim: the oldest unpublished row of each saga.
 CREATE INDEX outbox_unpublished ON outbox (saga_id, id) WHERE published_at IS NULL;

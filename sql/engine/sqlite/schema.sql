@@ -253,9 +253,13 @@ CREATE TABLE outbox (
     lease_token     TEXT,
     lease_until     TEXT,
     published_at    TEXT,
+    dead_at         TEXT,
     CONSTRAINT outbox_data_json CHECK (json_valid(data)),
     CONSTRAINT outbox_lease_paired CHECK ((lease_token IS NULL) = (lease_until IS NULL)),
-    CONSTRAINT outbox_published_unleased CHECK (published_at IS NULL OR lease_token IS NULL)
+    CONSTRAINT outbox_published_unleased CHECK (published_at IS NULL OR lease_token IS NULL),
+    CONSTRAINT outbox_dead_unpublished CHECK (
+        dead_at IS NULL OR (published_at IS NULL AND lease_token IS NULL)
+    )
 ) STRICT;
 -- The relay's claim: the oldest unpublished row of each saga.
 CREATE INDEX outbox_unpublished ON outbox (saga_id, id) WHERE published_at IS NULL;

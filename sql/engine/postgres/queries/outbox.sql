@@ -13,17 +13,19 @@ FROM sagas s WHERE s.id = :saga_id;
 -- name: claim_outbox
 -- Claim up to :batch events to publish, each under a lease from the database
 -- clock and a fresh token.  Only the oldest unpublished event of each saga
--- is eligible, so a saga's events go out in order; rows another relay is
+-- is eligible, so a saga's events go out in order (a dead-lettered event
+-- no longer holds its saga back); rows another relay is
 -- claiming are skipped, not waited for.
 WITH clock AS (SELECT clock_timestamp() AS now),
 due AS (
     SELECT o.id FROM outbox o
-    WHERE o.published_at IS NULL
+    WHERE o.published_at IS NULL AND o.dead_at IS NULL
       AND o.available_at <= clock_timestamp()
       AND (o.lease_until IS NULL OR o.lease_until <= clock_timestamp())
       AND NOT EXISTS (
           SELECT 1 FROM outbox e
-          WHERE e.saga_id = o.saga_id AND e.published_at IS NULL AND e.id < o.id
+          WHERE e.saga_id = o.saga_id AND e.published_at IS NULL AND e.dead_at IS NULL
+            AND e.id < o.id
       )
     ORDER BY o.id
     LIMIT :batch
@@ -47,10 +49,12 @@ WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:i
 RETURNING id;
 
 -- name: fail_outbox
--- Publishing failed: give the rows back, due again after :delay_seconds.
+-- Publishing failed: give the rows back, due again after :delay_seconds, or
+-- dead-lettered with :dead (the broker refused it too often; the error says why).
 UPDATE outbox
 SET lease_token = NULL, lease_until = NULL, last_error = :error, errors = errors + 1,
-    available_at = clock_timestamp() + make_interval(secs => CAST(:delay_seconds AS double precision))
+    available_at = clock_timestamp() + make_interval(secs => CAST(:delay_seconds AS double precision)),
+    dead_at = CASE WHEN CAST(:dead AS boolean) THEN clock_timestamp() END
 WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb)))
   AND lease_token = :token AND lease_until > clock_timestamp() AND published_at IS NULL;
 
@@ -65,18 +69,20 @@ WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:i
 -- Seconds until an unpublished event can be claimed (NULL: none waits).
 SELECT EXTRACT(EPOCH FROM min(greatest(available_at, coalesce(lease_until, available_at)))
                           - clock_timestamp()) AS seconds
-FROM outbox WHERE published_at IS NULL;
+FROM outbox WHERE published_at IS NULL AND dead_at IS NULL;
 
 -- name: outbox_stats
 -- Unpublished events, the oldest one's age, publications in the last minute,
 -- and broker errors on the rows retention has kept.
-SELECT count(*) FILTER (WHERE published_at IS NULL) AS unpublished,
+SELECT count(*) FILTER (WHERE published_at IS NULL AND dead_at IS NULL) AS unpublished,
+       count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead,
        EXTRACT(EPOCH FROM clock_timestamp()
-                          - min(created_at) FILTER (WHERE published_at IS NULL))
+                          - min(created_at) FILTER (WHERE published_at IS NULL AND dead_at IS NULL))
            AS oldest_unpublished_age_s,
        count(*) FILTER (WHERE published_at > clock_timestamp() - interval '60 seconds')
            AS published_last_minute,
-       count(*) FILTER (WHERE published_at IS NULL AND last_error IS NOT NULL) AS failing,
+       count(*) FILTER (WHERE published_at IS NULL AND dead_at IS NULL AND last_error IS NOT NULL)
+           AS failing,
        coalesce(sum(errors), 0) AS broker_errors,
        count(*) FILTER (WHERE published_at IS NOT NULL) AS published
 FROM outbox;
@@ -90,9 +96,21 @@ ORDER BY id DESC LIMIT 1;
 -- name: list_outbox
 -- Events, newest first; only unpublished ones with :unpublished.
 SELECT id, event_id, type, schema_version, saga_id, saga_kind, saga_version, occurred_at, data,
-       attempts, errors, last_error, published_at
+       attempts, errors, last_error, published_at, dead_at
 FROM outbox
 WHERE (NOT CAST(:unpublished AS boolean) OR published_at IS NULL)
+  AND (NOT CAST(:dead AS boolean) OR dead_at IS NOT NULL)
   AND (CAST(:saga_id AS text) IS NULL OR saga_id = :saga_id)
 ORDER BY id DESC
 LIMIT :limit;
+
+-- name: replay_outbox
+-- Give dead-lettered events a fresh start, due now: one (:event_id) or all.
+UPDATE outbox
+SET dead_at = NULL, errors = 0, available_at = clock_timestamp()
+WHERE dead_at IS NOT NULL AND (CAST(:event_id AS text) IS NULL OR event_id = :event_id)
+RETURNING event_id;
+
+-- name: verify_dead_events
+-- Events the broker refused until they were dead-lettered.
+SELECT event_id, type, last_error FROM outbox WHERE dead_at IS NOT NULL ORDER BY id;

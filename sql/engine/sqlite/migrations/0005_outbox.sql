@@ -2,7 +2,8 @@
 -- An outbox row is written in the transaction of the transition that
 -- declares it; a relay publishes it and marks it published only after the
 -- broker confirmed.  event_id is stable (saga id, version, type), so a
--- republished row is recognisable downstream.
+-- republished row is recognisable downstream.  An event the broker keeps
+-- refusing is dead-lettered (dead_at, with last_error as the reason).
 CREATE TABLE outbox (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
     event_id        TEXT NOT NULL UNIQUE,
@@ -21,9 +22,13 @@ CREATE TABLE outbox (
     lease_token     TEXT,
     lease_until     TEXT,
     published_at    TEXT,
+    dead_at         TEXT,
     CONSTRAINT outbox_data_json CHECK (json_valid(data)),
     CONSTRAINT outbox_lease_paired CHECK ((lease_token IS NULL) = (lease_until IS NULL)),
-    CONSTRAINT outbox_published_unleased CHECK (published_at IS NULL OR lease_token IS NULL)
+    CONSTRAINT outbox_published_unleased CHECK (published_at IS NULL OR lease_token IS NULL),
+    CONSTRAINT outbox_dead_unpublished CHECK (
+        dead_at IS NULL OR (published_at IS NULL AND lease_token IS NULL)
+    )
 ) STRICT;
 -- The relay's claim: the oldest unpublished row of each saga.
 CREATE INDEX outbox_unpublished ON outbox (saga_id, id) WHERE published_at IS NULL;
