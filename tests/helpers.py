@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 
     from saga import Engine
 
+# Every table of the engine and of the purchase; dump reads those that exist
+# (an application without the purchase's SQL has none of its tables).
 TABLES = (
     "intensives",
     "sagas",
@@ -34,6 +36,13 @@ TABLES = (
     "recon_items",
     "recon_events",
     "saga_migrations",
+    "saga_component_migrations",
+    "inbox_messages",
+    "inbox_message_conflicts",
+    "outbox",
+    "prune_horizons",
+    "external_movements",
+    "sales_projection",
 )
 
 
@@ -41,7 +50,10 @@ def dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
     """Every row of every engine table, sorted: equal dumps mean nothing changed."""
     out = {}
     with engine.db.engine.connect() as conn:
+        present = set(sa.inspect(conn).get_table_names())
         for table in TABLES:
+            if table not in present:
+                continue
             rows = conn.execute(sa.select(sa.text("*")).select_from(sa.table(table))).all()
             out[table] = sorted(tuple(map(str, row)) for row in rows)
     return out
