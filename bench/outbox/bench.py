@@ -24,6 +24,7 @@ import psycopg
 from psycopg import sql
 
 from saga import Application, Emit, Engine, Machine, Registry, State, Transition
+from saga.core.logs import configure_logging
 from saga.core.outbox import Event
 from saga.core.rabbitmq import body_of, connect, declare_queue, message_properties
 
@@ -180,6 +181,7 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=100)
     parser.add_argument("--backends", nargs="+", default=["postgres", "sqlite"])
     args = parser.parse_args()
+    configure_logging("warning")
     print(
         "| backend | events per saga | plain loop ev/s | relay ev/s | relay / plain "
         "| runs (relay/plain) |"
