@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
 import re
@@ -203,3 +204,24 @@ def run(command: Command, args: argparse.Namespace, output: Output) -> int:
     except SagaError as exc:
         output.error(exc.message)
         return EXIT_ERROR
+
+
+def positive_float(text: str) -> float:
+    """A positive, finite number of seconds (argparse type)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        msg = f"expected a positive number, got {text!r}"
+        raise argparse.ArgumentTypeError(msg)
+    return value
+
+
+def operator_name() -> str:
+    """The operator's user name, for audit trails (``operator`` if it cannot be told)."""
+    try:
+        name = getpass.getuser()
+    except (KeyError, OSError):
+        return "operator"
+    return name if name.isidentifier() or name.replace("-", "").isalnum() else "operator"

@@ -6,6 +6,7 @@ import signal
 import threading
 from typing import TYPE_CHECKING, Any
 
+from saga import validation
 from saga.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -16,6 +17,8 @@ from saga.cli.common import (
     broker_url,
     exchange,
     open_engine,
+    operator_name,
+    positive_float,
     whole,
 )
 from saga.codec import iso, load_json, maybe_utc
@@ -24,10 +27,16 @@ from saga.exceptions import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     import argparse
+    from collections.abc import Sequence
 
+    from sqlalchemy.engine import RowMapping
+
+    from saga.core.db import Tx
     from saga.core.outbox import Event
 
 FLAGS = {
+    "actor": "--actor",
+    "reason": "--reason",
     "batch": "--batch",
     "lease_seconds": "--lease-seconds",
     "prefetch": "--prefetch",
@@ -37,12 +46,6 @@ FLAGS = {
 }
 
 
-def _positive(text: str) -> float:
-    from saga.cli.queue import _positive_float  # noqa: PLC0415 - one parser of seconds
-
-    return _positive_float(text)
-
-
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
     """Add ``relay``, ``consume`` and ``outbox list``."""
     relay = subparsers.add_parser(
@@ -50,10 +53,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     relay.add_argument("--batch", type=whole, default=100, metavar="N", help="events per claim")
     relay.add_argument(
-        "--lease-seconds", type=_positive, default=30.0, metavar="S", help="claim lease (30)"
+        "--lease-seconds", type=positive_float, default=30.0, metavar="S", help="claim lease (30)"
     )
     relay.add_argument(
-        "--poll-interval", type=_positive, default=1.0, metavar="S", help="idle sleep (1)"
+        "--poll-interval", type=positive_float, default=1.0, metavar="S", help="idle sleep (1)"
     )
     relay.add_argument(
         "--burst", action="store_true", help="exit once nothing is due instead of waiting"
@@ -72,7 +75,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--prefetch", type=whole, default=50, metavar="N", help="unacked messages in flight (50)"
     )
     consumer.add_argument(
-        "--idle-exit", type=_positive, metavar="S", help="exit after S seconds without a message"
+        "--idle-exit",
+        type=positive_float,
+        metavar="S",
+        help="exit after S seconds without a message",
     )
     consumer.add_argument("--max-messages", type=whole, metavar="N", help="exit after N messages")
     consumer.add_argument(
@@ -103,6 +109,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     which = replay.add_mutually_exclusive_group(required=True)
     which.add_argument("--event", metavar="ID", help="one dead-lettered event")
     which.add_argument("--all", action="store_true", help="every dead-lettered event")
+    replay.add_argument("--reason", metavar="TEXT", help="why, for the audit trail")
+    replay.add_argument(
+        "--actor", metavar="NAME", help="who, for the audit trail (default: your user name)"
+    )
     add_common_options(replay, top_level=False)
     return {
         "relay": Command(_relay, FLAGS),
@@ -254,10 +264,16 @@ def _outbox_list(args: argparse.Namespace, out: Output) -> int:
 
 
 def _outbox_replay(args: argparse.Namespace, out: Output) -> int:
+    actor = validation.identifier("actor", args.actor or operator_name())
+    reason = None if args.reason is None else validation.text("reason", args.reason)
+    event_id = None if args.all else args.event
+
+    def replay(tx: Tx) -> Sequence[RowMapping]:
+        tx.run("record_outbox_replays", event_id=event_id, actor=actor, reason=reason)
+        return tx.all("replay_outbox", event_id=event_id)
+
     with open_engine(args, create=False) as engine:
-        rows = engine.db.transaction(
-            lambda tx: tx.all("replay_outbox", event_id=None if args.all else args.event)
-        )
+        rows = engine.db.transaction(replay)
     replayed = [row["event_id"] for row in rows]
     if args.event and not replayed:
         raise NotFound(kind="dead-lettered event", key=args.event)

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import argparse
-import getpass
 import signal
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tqdm import tqdm
 
@@ -20,6 +18,8 @@ from saga.cli.common import (
     broker_url,
     exchange,
     open_engine,
+    operator_name,
+    positive_float,
     whole,
 )
 from saga.core import stats as _stats
@@ -35,6 +35,9 @@ from saga.core.supervisor import (
 )
 from saga.exceptions import InvalidInput
 
+if TYPE_CHECKING:
+    import argparse
+
 FLAGS = {
     "concurrency": "--concurrency",
     "batch": "--batch",
@@ -47,17 +50,6 @@ FLAGS = {
     "queue": "--queue",
     "yes": "--yes",
 }
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        value = float("nan")
-    if not value > 0 or value == float("inf"):
-        msg = f"expected a positive number, got {text!r}"
-        raise argparse.ArgumentTypeError(msg)
-    return value
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
@@ -84,14 +76,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     worker.add_argument(
         "--lease-seconds",
-        type=_positive_float,
+        type=positive_float,
         default=30.0,
         metavar="S",
         help="lease length; renewed every third while a job runs (default 30)",
     )
     worker.add_argument(
         "--poll-interval",
-        type=_positive_float,
+        type=positive_float,
         default=1.0,
         metavar="S",
         help="longest sleep between claims when idle (default 1)",
@@ -134,7 +126,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="dead letters read per round (default 100)",
     )
     replay.add_argument(
-        "--rate", type=_positive_float, metavar="PER_S", help="at most this many replays per second"
+        "--rate", type=positive_float, metavar="PER_S", help="at most this many replays per second"
     )
     replay.add_argument("--dry-run", action="store_true", help="list, change nothing")
     replay.add_argument(
@@ -301,7 +293,7 @@ def _dlq_replay(args: argparse.Namespace, out: Output) -> int:
             "(or answer the question on a terminal); nothing was replayed",
         )
     where = Filter(job_id=args.job, queue=args.queue, kind=args.kind)
-    actor = args.actor or _user()
+    actor = args.actor or operator_name()
     stop = {"requested": False}
 
     def request_stop(*_: object) -> None:
@@ -354,11 +346,3 @@ def _confirmed(out: Output) -> bool:
     out.err.write("replay every dead letter matching the filters? [y/N] ")
     out.err.flush()
     return sys.stdin.readline().strip().lower() in ("y", "yes")
-
-
-def _user() -> str:
-    try:
-        name = getpass.getuser()
-    except (KeyError, OSError):
-        return "operator"
-    return name if name.isidentifier() or name.replace("-", "").isalnum() else "operator"

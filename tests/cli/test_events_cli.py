@@ -6,6 +6,7 @@ import pytest
 
 from saga import Engine
 from saga.cli import main
+from tests.helpers import execute, rows
 from tests.outbox_app import app
 from tests.purchases import cli_json
 
@@ -78,3 +79,35 @@ def test_consume_an_unknown_consumer_is_not_found(db, capsys):
     """A consumer the application does not declare exits 4."""
     code, _ = cli_json(capsys, "consume", "nope", "--figures", "--db", db, "--app", APP)
     assert 4 == code
+
+
+def test_replaying_a_dead_event_is_audited(db, capsys):
+    """outbox replay --all revives dead events and records who, why and the error."""
+    with Engine(db, app=app()) as engine:
+        engine.sagas.start("order", operation_id="o1", request={"customer_id": "c", "total": 1})
+        dead = "UPDATE outbox SET dead_at = created_at, last_error = 'refused', errors = 10"
+        execute(engine, dead)
+    code, out = cli_json(
+        capsys,
+        "outbox",
+        "replay",
+        "--all",
+        "--actor",
+        "ann",
+        "--reason",
+        "schema fixed",
+        "--db",
+        db,
+        "--app",
+        APP,
+    )
+    assert 0 == code
+    assert 1 == len(out["replayed"])
+    with Engine(db, app=app()) as engine:
+        audit = rows(engine, "SELECT event_id, actor, reason, previous_error FROM outbox_replays")
+        assert [(out["replayed"][0], "ann", "schema fixed", "refused")] == [
+            tuple(row.values()) for row in audit
+        ]
+        assert [(None, 0)] == [
+            (r["dead_at"], r["errors"]) for r in rows(engine, "SELECT dead_at, errors FROM outbox")
+        ]

@@ -257,6 +257,16 @@ CREATE INDEX outbox_unpublished ON outbox (saga_id, id) WHERE published_at IS NU
 CREATE INDEX outbox_due ON outbox (id) WHERE published_at IS NULL;
 CREATE INDEX outbox_published ON outbox (published_at) WHERE published_at IS NOT NULL;
 
+-- Operators' replays of dead-lettered events: who, why, and what it had failed with.
+CREATE TABLE outbox_replays (
+    id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    event_id        text NOT NULL,
+    actor           text NOT NULL,
+    reason          text,
+    previous_error  text,
+    at              timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+
 -- The newest cut-off of each kind of pruned row: verify checks outbox rows
 -- only for transitions after it (older published rows may have been pruned).
 CREATE TABLE prune_horizons (

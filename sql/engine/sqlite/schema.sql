@@ -266,6 +266,16 @@ CREATE INDEX outbox_unpublished ON outbox (saga_id, id) WHERE published_at IS NU
 CREATE INDEX outbox_due ON outbox (id) WHERE published_at IS NULL;
 CREATE INDEX outbox_published ON outbox (published_at) WHERE published_at IS NOT NULL;
 
+-- Operators' replays of dead-lettered events: who, why, and what it had failed with.
+CREATE TABLE outbox_replays (
+    id              INTEGER PRIMARY KEY AUTOINCREMENT,
+    event_id        TEXT NOT NULL,
+    actor           TEXT NOT NULL,
+    reason          TEXT,
+    previous_error  TEXT,
+    at              TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+) STRICT;
+
 -- The newest cut-off of each kind of pruned row: verify checks outbox rows
 -- only for transitions after it (older published rows may have been pruned).
 CREATE TABLE prune_horizons (

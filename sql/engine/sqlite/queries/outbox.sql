@@ -104,6 +104,12 @@ WHERE (NOT :unpublished OR published_at IS NULL)
 ORDER BY id DESC
 LIMIT :limit;
 
+-- name: record_outbox_replays
+-- Audit the replay about to happen: one row per dead-lettered event, with its error.
+INSERT INTO outbox_replays (event_id, actor, reason, previous_error)
+SELECT event_id, :actor, :reason, last_error FROM outbox
+WHERE dead_at IS NOT NULL AND (:event_id IS NULL OR event_id = :event_id);
+
 -- name: replay_outbox
 -- Give dead-lettered events a fresh start, due now: one (:event_id) or all.
 UPDATE outbox
