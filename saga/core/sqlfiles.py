@@ -94,7 +94,8 @@ def parse_queries(text: str) -> dict[str, Query]:
         if not sql:
             msg = f"query {name!r} has no statement"
             raise ValueError(msg)
-        if ";" in _strip_comments_and_strings(sql):
+        # A trigger's body holds semicolons; only then is the full split needed.
+        if ";" in _strip_comments_and_strings(sql) and len(split_statements(sql)) > 1:
             msg = f"query {name!r} holds more than one statement"
             raise ValueError(msg)
         queries[name] = Query(name=name, description=" ".join(description), sql=sql)
