@@ -55,6 +55,8 @@ if TYPE_CHECKING:
     from state_machine import Machine
 
 Invariant = Callable[[Engine], "Iterable[str] | None"]
+Starter = Callable[[Engine, str, Mapping[str, Any]], str]
+Setup = Callable[[Engine], object]
 # Rounds of due work one `saga worker --burst` step may take before the kit
 # calls it a loop.
 _MAX_ROUNDS = 20
@@ -142,6 +144,9 @@ class SagaStateMachine(RuleBasedStateMachine):
     hints: ClassVar[Payloads | None] = None
     requests: ClassVar[SearchStrategy[Mapping[str, Any]]] = st.just({})
     user_invariants: ClassVar[tuple[Invariant, ...]] = ()
+    # Tuples, so that the functions are not bound as methods.
+    starter: ClassVar[tuple[Starter, ...]] = ()
+    setup: ClassVar[tuple[Setup, ...]] = ()
     clock_steps: ClassVar[tuple[float, ...]] = (1.0,)
     _template_file: ClassVar[Path | None] = None
 
@@ -157,6 +162,8 @@ class SagaStateMachine(RuleBasedStateMachine):
         with Engine(self.database.url, app=self.app, check_schema=False) as setup:
             setup.upgrade()  # a no-op on a copy of the template
         self.engine = Engine(self.database.url, app=self.app)
+        for prepare in self.setup:
+            prepare(self.engine)
         self.clock = SagaClock(self.engine.db)
         self.faults = _Faults()
         self.handlers = Handlers([self.faults.wrap(k) for k in builtin_handlers(self.engine)])
@@ -198,10 +205,14 @@ class SagaStateMachine(RuleBasedStateMachine):
             f"--request '{json.dumps(request, sort_keys=True)}'"
         )
         try:
-            started = self.engine.sagas.start(self.kind, operation_id=operation, request=request)
+            if self.starter:
+                saga = self.engine.sagas.get(self.starter[0](self.engine, operation, request))
+            else:
+                saga = self.engine.sagas.start(
+                    self.kind, operation_id=operation, request=request
+                ).saga
         except SagaError:
             return multiple()
-        saga = started.saga
         _expect(
             (saga.state, saga.version) == (self.machine.initial.name, 1),
             f"a new saga is in {saga.state} v{saga.version}, not {self.machine.initial.name} v1",
@@ -333,6 +344,8 @@ def saga_state_machine(
     invariants: Sequence[Invariant] = (),
     steps: Mapping[str, Step | Callable[..., Any]] | None = None,
     clock_steps: Sequence[float] | None = None,
+    setup: Setup | None = None,
+    start: Starter | None = None,
 ) -> type[SagaStateMachine]:
     """
     A hypothesis state machine testing saga kind ``kind`` of ``app`` on a real engine.
@@ -348,6 +361,11 @@ def saga_state_machine(
         steps: with a machine, the handler (or :class:`~saga.Step`) of each action.
         clock_steps: how far the clock may jump (default: 1 s, 60 s and just
             past the longest fixed timeout).
+        setup: run on each fresh engine first (a catalogue to sell from).
+        start: how a saga is started, ``start(engine, operation_id, request)``
+            returning its id, when the application has its own way (default
+            ``engine.sagas.start(kind, ...)``).  A refusal (any
+            :class:`~saga.SagaError`) is fine: nothing is started.
 
     """
     application = app if isinstance(app, Application) else application_of(app, steps)
@@ -364,6 +382,8 @@ def saga_state_machine(
         "hints": payloads,
         "user_invariants": tuple(invariants),
         "clock_steps": tuple(clock_steps) if clock_steps is not None else _clock_steps(machine),
+        "setup": (setup,) if setup is not None else (),
+        "starter": (start,) if start is not None else (),
     }
     if requests is not None:
         namespace["requests"] = requests
