@@ -13,6 +13,7 @@ shortest sequence and printed as lines a person can replay with the CLI.
 
 from __future__ import annotations
 
+import atexit
 import json
 import shutil
 import tempfile
@@ -128,8 +129,12 @@ class _Database:
         separator = "&" if "?" in base else "?"
 
         def drop() -> None:
+            # The schema, and those derived from it (the purchase's sandbox
+            # provider keeps its own, "<schema>_sandbox").
             with admin.begin() as conn:
-                conn.execute(sa.schema.DropSchema(name, cascade=True))
+                for schema in sa.inspect(conn).get_schema_names():
+                    if schema == name or schema.startswith(f"{name}_"):
+                        conn.execute(sa.schema.DropSchema(schema, cascade=True))
             admin.dispose()
 
         return cls(f"{base}{separator}options=-csearch_path%3D{name}", drop)
@@ -178,6 +183,7 @@ class SagaStateMachine(RuleBasedStateMachine):
         template = cls.__dict__.get("_template_file")
         if template is None:
             folder = Path(tempfile.mkdtemp(prefix="saga-template-"))
+            atexit.register(shutil.rmtree, folder, True)
             template = folder / "saga.db"
             with Engine(f"sqlite:///{template}", app=cls.app, check_schema=False) as setup:
                 setup.upgrade()
