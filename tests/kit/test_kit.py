@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import time
 
+import psycopg
 import pytest
 from hypothesis import strategies as st
 
 from saga import Machine, State, Timeout, Transition
 from saga.testing import run_saga_test
 from tests.approval_app import app
+from tests.conftest import POSTGRES_URL, require_postgres
 
 SIGNATURES = {"approve": st.sampled_from([{"signature": "ann"}, {"signature": ""}, {}])}
 
@@ -19,6 +21,17 @@ def test_the_approval_saga_passes_the_kit():
     started = time.monotonic()
     run_saga_test(app, payloads=SIGNATURES, max_examples=25)
     print(f"approval: {time.monotonic() - started:.1f} s")
+
+
+def test_the_kit_runs_on_postgresql_by_url():
+    """The same test on PostgreSQL: a schema per example, none left behind."""
+    require_postgres()
+    run_saga_test(app, payloads=SIGNATURES, url=POSTGRES_URL, max_examples=10)
+    with psycopg.connect(POSTGRES_URL.replace("+psycopg", ""), autocommit=True) as conn:
+        left = conn.execute(
+            "SELECT count(*) FROM information_schema.schemata WHERE schema_name LIKE 'saga_test_%'"
+        ).fetchone()
+    assert (0,) == left
 
 
 # -- machines the kit must catch ---------------------------------------------------
