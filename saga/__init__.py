@@ -17,52 +17,151 @@ are the helpers the engine's own commands use.
 
 from __future__ import annotations
 
-from saga import codec, exceptions, validation  # public modules of helpers
-from saga.core.app import Application, Lazy, load_app
-from saga.core.backoff import Backoff
-from saga.core.checker import Checker, Verdict
-from saga.core.consumer import Consumer
-from saga.core.db import Database, Tx, normalize_url
-from saga.core.engine import Engine, default_registry
-from saga.core.faults import crash_point
-from saga.core.handlers import Apply, Handlers, JobKind, Step, classify_error, error_text
-from saga.core.inbox import Message, Route, by_saga_id
-from saga.core.invariants import Invariant, Report
-from saga.core.jobs import NewJob, enqueue_in
-from saga.core.outbox import Emit, Event
-from saga.core.pollers import Poller
-from saga.core.queue import Job, Queue, fence_in
-from saga.core.recon import (
-    ContradictedDecision,
-    Decision,
-    Judge,
-    ReconHook,
-    ReconItem,
-    ReconPolicy,
-    open_review,
-    record_observation,
-)
-from saga.core.records import SagaRecord, TransitionRecord
-from saga.core.relay import Publisher, Relay, Subscribers
-from saga.core.sagas import (
-    Change,
-    Context,
-    Fired,
-    Registry,
-    SagaHook,
-    Sagas,
-    Started,
-    fire_in,
-    get_in,
-    history_in,
-)
-from saga.core.sqlfiles import SqlComponent
-from saga.core.stats import collect as collect_stats
-from saga.core.verify import verify
-from saga.core.worker import Worker
-from saga.exceptions import SagaError
-from state_machine import Machine, State, Timeout, Transition, guard, to_mermaid
-from steps import OutcomeUnknown, PermanentError, StepError, TransientError
+import importlib
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first use
+    from saga import codec, exceptions, validation  # public modules of helpers
+    from saga.core.app import Application, Lazy, load_app
+    from saga.core.backoff import Backoff
+    from saga.core.checker import Checker, Verdict
+    from saga.core.consumer import Consumer
+    from saga.core.db import Database, Tx, normalize_url
+    from saga.core.engine import Engine, default_registry
+    from saga.core.faults import crash_point
+    from saga.core.handlers import Apply, Handlers, JobKind, Step, classify_error, error_text
+    from saga.core.inbox import Message, Route, by_saga_id
+    from saga.core.invariants import Invariant, Report
+    from saga.core.jobs import NewJob, enqueue_in
+    from saga.core.outbox import Emit, Event
+    from saga.core.pollers import Poller
+    from saga.core.queue import Job, Queue, fence_in
+    from saga.core.recon import (
+        ContradictedDecision,
+        Decision,
+        Judge,
+        ReconHook,
+        ReconItem,
+        ReconPolicy,
+        open_review,
+        record_observation,
+    )
+    from saga.core.records import SagaRecord, TransitionRecord
+    from saga.core.relay import Publisher, Relay, Subscribers
+    from saga.core.sagas import (
+        Change,
+        Context,
+        Fired,
+        Registry,
+        SagaHook,
+        Sagas,
+        Started,
+        fire_in,
+        get_in,
+        history_in,
+    )
+    from saga.core.sqlfiles import SqlComponent
+    from saga.core.stats import collect as collect_stats
+    from saga.core.verify import verify
+    from saga.core.worker import Worker
+    from saga.exceptions import SagaError
+    from state_machine import Machine, State, Timeout, Transition, guard, to_mermaid
+    from steps import OutcomeUnknown, PermanentError, StepError, TransientError
+
+# Each public name and where it lives: importing ``saga`` costs nothing until a
+# name is used, so ``saga --help`` and light commands never load SQLAlchemy.
+_EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
+    "Application": ("saga.core.app", "Application"),
+    "Apply": ("saga.core.handlers", "Apply"),
+    "Backoff": ("saga.core.backoff", "Backoff"),
+    "Change": ("saga.core.sagas", "Change"),
+    "Checker": ("saga.core.checker", "Checker"),
+    "Consumer": ("saga.core.consumer", "Consumer"),
+    "Context": ("saga.core.sagas", "Context"),
+    "ContradictedDecision": ("saga.core.recon", "ContradictedDecision"),
+    "Database": ("saga.core.db", "Database"),
+    "Decision": ("saga.core.recon", "Decision"),
+    "Emit": ("saga.core.outbox", "Emit"),
+    "Engine": ("saga.core.engine", "Engine"),
+    "Event": ("saga.core.outbox", "Event"),
+    "Fired": ("saga.core.sagas", "Fired"),
+    "Handlers": ("saga.core.handlers", "Handlers"),
+    "Invariant": ("saga.core.invariants", "Invariant"),
+    "Job": ("saga.core.queue", "Job"),
+    "JobKind": ("saga.core.handlers", "JobKind"),
+    "Judge": ("saga.core.recon", "Judge"),
+    "Lazy": ("saga.core.app", "Lazy"),
+    "Machine": ("state_machine", "Machine"),
+    "Message": ("saga.core.inbox", "Message"),
+    "NewJob": ("saga.core.jobs", "NewJob"),
+    "OutcomeUnknown": ("steps", "OutcomeUnknown"),
+    "PermanentError": ("steps", "PermanentError"),
+    "Poller": ("saga.core.pollers", "Poller"),
+    "Publisher": ("saga.core.relay", "Publisher"),
+    "Queue": ("saga.core.queue", "Queue"),
+    "ReconHook": ("saga.core.recon", "ReconHook"),
+    "ReconItem": ("saga.core.recon", "ReconItem"),
+    "ReconPolicy": ("saga.core.recon", "ReconPolicy"),
+    "Registry": ("saga.core.sagas", "Registry"),
+    "Relay": ("saga.core.relay", "Relay"),
+    "Report": ("saga.core.invariants", "Report"),
+    "Route": ("saga.core.inbox", "Route"),
+    "SagaError": ("saga.exceptions", "SagaError"),
+    "SagaHook": ("saga.core.sagas", "SagaHook"),
+    "SagaRecord": ("saga.core.records", "SagaRecord"),
+    "Sagas": ("saga.core.sagas", "Sagas"),
+    "SqlComponent": ("saga.core.sqlfiles", "SqlComponent"),
+    "Started": ("saga.core.sagas", "Started"),
+    "State": ("state_machine", "State"),
+    "Step": ("saga.core.handlers", "Step"),
+    "StepError": ("steps", "StepError"),
+    "Subscribers": ("saga.core.relay", "Subscribers"),
+    "Timeout": ("state_machine", "Timeout"),
+    "TransientError": ("steps", "TransientError"),
+    "Transition": ("state_machine", "Transition"),
+    "TransitionRecord": ("saga.core.records", "TransitionRecord"),
+    "Tx": ("saga.core.db", "Tx"),
+    "Verdict": ("saga.core.checker", "Verdict"),
+    "Worker": ("saga.core.worker", "Worker"),
+    "by_saga_id": ("saga.core.inbox", "by_saga_id"),
+    "classify_error": ("saga.core.handlers", "classify_error"),
+    "codec": ("saga.codec", None),
+    "collect_stats": ("saga.core.stats", "collect"),
+    "crash_point": ("saga.core.faults", "crash_point"),
+    "default_registry": ("saga.core.engine", "default_registry"),
+    "enqueue_in": ("saga.core.jobs", "enqueue_in"),
+    "error_text": ("saga.core.handlers", "error_text"),
+    "exceptions": ("saga.exceptions", None),
+    "fence_in": ("saga.core.queue", "fence_in"),
+    "fire_in": ("saga.core.sagas", "fire_in"),
+    "get_in": ("saga.core.sagas", "get_in"),
+    "guard": ("state_machine", "guard"),
+    "history_in": ("saga.core.sagas", "history_in"),
+    "load_app": ("saga.core.app", "load_app"),
+    "normalize_url": ("saga.core.db", "normalize_url"),
+    "open_review": ("saga.core.recon", "open_review"),
+    "record_observation": ("saga.core.recon", "record_observation"),
+    "to_mermaid": ("state_machine", "to_mermaid"),
+    "validation": ("saga.validation", None),
+    "verify": ("saga.core.verify", "verify"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    try:
+        module, attribute = _EXPORTS[name]
+    except KeyError:
+        msg = f"module 'saga' has no attribute {name!r}"
+        raise AttributeError(msg) from None
+    loaded = importlib.import_module(module)
+    value = loaded if attribute is None else getattr(loaded, attribute)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "Application",

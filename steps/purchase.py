@@ -8,7 +8,7 @@ never charged twice, and a payment never gets two refunds.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -16,6 +16,16 @@ if TYPE_CHECKING:
     from steps._provider import ProviderPayment
 
 PaymentReading = Literal["paid", "not_paid", "pending", "mismatch"]
+
+# The provider's webhook event types, and the saga event each is a hint of.
+PROVIDER_EVENTS: Final = {
+    "payment.succeeded": "payment_succeeded",
+    "payment.failed": "payment_failed",
+    "refund.succeeded": "refund_succeeded",
+    "refund.failed": "refund_failed",
+}
+# How long a seat is held for a purchase that was not paid, by default.
+DEFAULT_HOLD_SECONDS: Final = 900
 
 
 def payment_key(saga_id: str) -> str:

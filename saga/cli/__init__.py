@@ -30,7 +30,6 @@ from saga.cli.common import (
     add_common_options,
     run,
 )
-from saga.core.logs import configure_logging
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -59,6 +58,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors (2) and --help (0), already printed by argparse
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
+    from saga.core.logs import configure_logging  # structlog: only for a command that runs
+
     configure_logging(args.log_level)
     path = " ".join(part for part in (args.command, getattr(args, "action", None)) if part)
     output = Output(as_json=args.json)

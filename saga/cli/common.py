@@ -10,13 +10,13 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, TextIO
+from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from saga import validation
-from saga.core.app import load_app
-from saga.core.engine import Engine, default_url
-from saga.core.rabbitmq import BROKER_ENV, DEFAULT_EXCHANGE, EXCHANGE_ENV
 from saga.exceptions import ConflictError, InvalidInput, NotFound, SagaError
+
+if TYPE_CHECKING:
+    from saga.core.engine import Engine
 
 EXIT_OK: Final = 0
 EXIT_ERROR: Final = 1
@@ -102,11 +102,15 @@ def add_broker_options(parser: argparse.ArgumentParser) -> None:
 
 def broker_url(args: argparse.Namespace) -> str | None:
     """``--broker``, else ``$SAGA_BROKER_URL``."""
+    from saga.core.rabbitmq import BROKER_ENV
+
     return getattr(args, "broker", None) or os.environ.get(BROKER_ENV) or None
 
 
 def exchange(args: argparse.Namespace) -> str:
     """``--exchange``, else ``$SAGA_EXCHANGE``, else ``saga.events``."""
+    from saga.core.rabbitmq import DEFAULT_EXCHANGE, EXCHANGE_ENV
+
     name = getattr(args, "exchange", None) or os.environ.get(EXCHANGE_ENV) or DEFAULT_EXCHANGE
     return validation.identifier("exchange", name)
 
@@ -178,6 +182,11 @@ def open_engine(
     Read commands pass ``create=False``: a mistyped embedded path is then
     "not found" (exit 4), never a new empty database that looks healthy.
     """
+    # Imported here, not at the top: `saga --help` and argument errors answer
+    # without loading SQLAlchemy and the drivers.
+    from saga.core.app import load_app
+    from saga.core.engine import Engine, default_url
+
     return Engine(
         default_url() if args.db is None else args.db,
         app=load_app(getattr(args, "app", None)),

@@ -5,8 +5,6 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from tqdm import tqdm
-
 from saga.cli.common import (
     EXIT_ERROR,
     EXIT_OK,
@@ -20,7 +18,6 @@ from saga.cli.common import (
     whole,
 )
 from saga.exceptions import InvalidInput
-from saga.purchase.demo import run_demo
 
 if TYPE_CHECKING:
     import argparse
@@ -53,6 +50,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _demo(args: argparse.Namespace, out: Output) -> int:
+    from tqdm import tqdm
+
+    from saga.purchase.demo import run_demo
+
     if not 1 <= args.purchases <= 10_000:
         raise InvalidInput(field="purchases", problem="must be between 1 and 10000")
     if not 1 <= args.workers <= 64:

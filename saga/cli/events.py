@@ -22,7 +22,6 @@ from saga.cli.common import (
     whole,
 )
 from saga.codec import iso, load_json, maybe_utc
-from saga.core.rabbitmq import consume, declare
 from saga.exceptions import InvalidInput, NotFound
 
 if TYPE_CHECKING:
@@ -170,6 +169,11 @@ def _relay(args: argparse.Namespace, out: Output) -> int:
 
 
 def _consume(args: argparse.Namespace, out: Output) -> int:
+    from saga.core.rabbitmq import (
+        consume,
+        declare,
+    )
+
     with open_engine(args) as engine:
         spec = engine.app.consumer(args.consumer)
         if args.figures:

@@ -73,7 +73,7 @@ def _list(args: argparse.Namespace, out: Output) -> int:
         )
         terminal = {saga.id: engine.instances.terminal(saga) for saga in found}
     if out.as_json:
-        from saga.core.instances import saga_json  # noqa: PLC0415 - JSON only
+        from saga.core.instances import saga_json
 
         out.json([saga_json(saga, terminal=terminal[saga.id]) for saga in found])
         return EXIT_OK

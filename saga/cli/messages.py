@@ -14,7 +14,6 @@ from saga.cli.common import (
     add_common_options,
     open_engine,
 )
-from saga.core.inbox import Message
 
 if TYPE_CHECKING:
     import argparse
@@ -40,6 +39,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _deliver(args: argparse.Namespace, out: Output) -> int:
+    from saga.core.inbox import Message
+
     message = Message(
         source=args.source,
         event_id=args.event_id,

@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from saga.cli.common import EXIT_OK, Command, Output, add_common_options, open_engine
-from saga.core.app import load_app
 from saga.exceptions import InvalidInput, NotFound
 from state_machine import Machine, to_mermaid
 
@@ -111,6 +110,8 @@ def _diagram(args: argparse.Namespace, out: Output) -> int:
 
 
 def _builtin(kind: str | None, app: str | None) -> Machine:
+    from saga.core.app import load_app
+
     registry = load_app(app).registry
     if kind is None:
         return next(iter(registry)).machine

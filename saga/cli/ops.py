@@ -16,11 +16,7 @@ from saga.cli.common import (
     whole,
 )
 from saga.codec import iso
-from saga.core.verify import verify
 from saga.exceptions import InvalidInput
-from saga.purchase import money as _money
-from saga.purchase.inbox import EVENTS, ProviderEvent
-from saga.purchase.money import format_minor
 
 if TYPE_CHECKING:
     import argparse
@@ -46,6 +42,8 @@ FLAGS = {
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
     """Add ``webhook``, ``recon``, ``sandbox`` and ``verify``."""
+    from steps.purchase import PROVIDER_EVENTS as EVENTS
+
     webhook = subparsers.add_parser("webhook", help="provider events into the inbox")
     hooks = webhook.add_subparsers(dest="action", metavar="ACTION", required=True)
     deliver = hooks.add_parser("deliver", help="deliver one provider event (deduplicated by id)")
@@ -135,6 +133,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _deliver(args: argparse.Namespace, out: Output) -> int:
+    from saga.purchase import money as _money
+    from saga.purchase.inbox import ProviderEvent
+
     amount = None
     if args.amount is not None:
         currency = _money.currency(args.currency)
@@ -237,6 +238,8 @@ def _recon_assign(args: argparse.Namespace, out: Output) -> int:
 
 
 def _recon_resolve(args: argparse.Namespace, out: Output) -> int:
+    from saga.purchase import money as _money
+
     with open_engine(args) as engine:
         amount = None
         if args.amount is not None:
@@ -288,6 +291,8 @@ def _describe(out: Output, item: ReconItem) -> None:
 
 
 def _ledger(args: argparse.Namespace, out: Output) -> int:
+    from saga.purchase.money import format_minor
+
     with open_engine(args, create=False) as engine:
         ledger = engine.sandbox.ledger()
     charges = [
@@ -335,6 +340,8 @@ def _ledger(args: argparse.Namespace, out: Output) -> int:
 
 
 def _verify(args: argparse.Namespace, out: Output) -> int:
+    from saga.core.verify import verify
+
     with open_engine(args, create=False) as engine:
         report = verify(engine)
     if out.as_json:

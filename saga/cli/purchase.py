@@ -14,8 +14,6 @@ from saga.cli.common import (
     whole,
 )
 from saga.codec import iso
-from saga.purchase.money import format_minor
-from saga.purchase.purchases import DEFAULT_HOLD_SECONDS, LIST_MAX
 from state_machine.purchase import PURCHASE
 from steps import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS
 
@@ -39,6 +37,8 @@ FLAGS = {
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
     """Add the ``purchase`` commands."""
+    from steps.purchase import DEFAULT_HOLD_SECONDS
+
     group = subparsers.add_parser("purchase", help="purchases of a seat of an intensive")
     commands = group.add_subparsers(dest="action", metavar="ACTION", required=True)
 
@@ -149,6 +149,8 @@ def _show(args: argparse.Namespace, out: Output) -> int:
 
 
 def _list(args: argparse.Namespace, out: Output) -> int:
+    from saga.purchase.purchases import LIST_MAX
+
     _validation.whole_number("limit", args.limit, minimum=1, maximum=LIST_MAX)
     with open_engine(args, create=False) as engine:
         purchases = engine.purchases.list(
@@ -185,6 +187,8 @@ def _cancel(args: argparse.Namespace, out: Output) -> int:
 
 
 def _payment_line(purchase: Purchase) -> str | None:
+    from saga.purchase.money import format_minor
+
     payment = purchase.payment
     if payment is None:
         return None
@@ -194,6 +198,8 @@ def _payment_line(purchase: Purchase) -> str | None:
 
 
 def _refund_line(purchase: Purchase) -> str | None:
+    from saga.purchase.money import format_minor
+
     refund = purchase.refund
     if refund is None:
         return None

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from typing import TYPE_CHECKING, Any
-
-from tqdm import tqdm
+from typing import TYPE_CHECKING, Any, Final
 
 from saga import validation as _validation
 from saga.cli.common import (
@@ -22,21 +20,12 @@ from saga.cli.common import (
     positive_float,
     whole,
 )
-from saga.core import stats as _stats
-from saga.core.dlq import DeadLetters, Filter, dead_letter_json
-from saga.core.engine import default_url
-from saga.core.queue import Queue
-from saga.core.supervisor import (
-    MAX_CONCURRENCY,
-    Supervisor,
-    WorkerOptions,
-    WorkersCrashing,
-    builtin_handlers,
-)
 from saga.exceptions import InvalidInput
 
 if TYPE_CHECKING:
     import argparse
+
+MAX_WORKERS: Final = 64
 
 FLAGS = {
     "concurrency": "--concurrency",
@@ -62,7 +51,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=whole,
         default=1,
         metavar="N",
-        help=f"worker processes, 1 to {MAX_CONCURRENCY} (default 1)",
+        # The supervisor's MAX_CONCURRENCY, written out: importing the supervisor
+        # would load the engine for `--help` (a test keeps the two equal).
+        help=f"worker processes, 1 to {MAX_WORKERS} (default 1)",
     )
     worker.add_argument(
         "--burst", action="store_true", help="exit once nothing is due instead of waiting for work"
@@ -157,6 +148,15 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
 
 
 def _worker(args: argparse.Namespace, out: Output) -> int:
+    from saga.core.engine import default_url
+    from saga.core.supervisor import (
+        MAX_CONCURRENCY,
+        Supervisor,
+        WorkerOptions,
+        WorkersCrashing,
+        builtin_handlers,
+    )
+
     if not 1 <= args.concurrency <= MAX_CONCURRENCY:
         raise InvalidInput(
             field="concurrency",
@@ -209,6 +209,8 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
 
 
 def _stats_command(args: argparse.Namespace, out: Output) -> int:
+    from saga.core import stats as _stats
+
     with open_engine(args, create=False) as engine:
         figures = _stats.collect(engine.db)
         figures["application"] = {"name": engine.app.name, **engine.app.figures(engine)}
@@ -256,6 +258,12 @@ def _stats_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def _dlq_list(args: argparse.Namespace, out: Output) -> int:
+    from saga.core.dlq import (
+        DeadLetters,
+        Filter,
+        dead_letter_json,
+    )
+
     with open_engine(args, create=False) as engine:
         letters = DeadLetters(engine.db).find(
             Filter(queue=args.queue, kind=args.kind), limit=args.limit
@@ -281,6 +289,14 @@ def _dlq_list(args: argparse.Namespace, out: Output) -> int:
 
 
 def _dlq_replay(args: argparse.Namespace, out: Output) -> int:
+    from tqdm import tqdm
+
+    from saga.core.dlq import (
+        DeadLetters,
+        Filter,
+    )
+    from saga.core.queue import Queue
+
     if args.job is not None and (args.queue or args.kind):
         raise InvalidInput(
             field="job", problem="--job replays one job; --queue/--kind go with --all"

@@ -5,10 +5,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from tqdm import tqdm
-
 from saga.cli.common import EXIT_OK, Command, Output, add_common_options, open_engine, whole
-from saga.core.prune import DEFAULT_BATCH, Pruner, parse_duration
 
 if TYPE_CHECKING:
     import argparse
@@ -18,6 +15,8 @@ FLAGS = {"older_than": "--older-than", "batch": "--batch"}
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
     """Add ``prune``."""
+    from saga.core.prune import DEFAULT_BATCH
+
     prune = subparsers.add_parser(
         "prune",
         help="remove finished jobs, settled inbox messages and published events past a window",
@@ -47,6 +46,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _prune(args: argparse.Namespace, out: Output) -> int:
+    from tqdm import tqdm
+
+    from saga.core.prune import (
+        Pruner,
+        parse_duration,
+    )
+
     older_than = parse_duration(args.older_than)
     with open_engine(args, create=False) as engine:
         pruner = Pruner(engine.db, older_than_s=older_than, batch=args.batch)

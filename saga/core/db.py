@@ -13,15 +13,14 @@ import contextlib
 import os
 import re
 import sqlite3
+import sys
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import psycopg
 import sqlalchemy as sa
 import structlog
-from psycopg import sql
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from tenacity import (
@@ -294,6 +293,9 @@ class Database:
         schema = self.search_path_schema
         if self.dialect != "postgres" or schema is None:
             return
+        import psycopg  # noqa: PLC0415 - only PostgreSQL needs the driver loaded
+        from psycopg import sql  # noqa: PLC0415
+
         conninfo = self.url.set(drivername="postgresql").render_as_string(hide_password=False)
         try:
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
@@ -412,14 +414,21 @@ def _is_transient(exc: BaseException) -> bool:
     if isinstance(orig, sqlite3.OperationalError):
         text = str(orig).lower()
         return "locked" in text or "busy" in text
-    if isinstance(orig, psycopg.Error):
+    psycopg = _psycopg()
+    if psycopg is not None and isinstance(orig, psycopg.Error):
         return orig.sqlstate in _TRANSIENT_SQLSTATES
     return False
 
 
+def _psycopg() -> Any:
+    """The PostgreSQL driver if something loaded it (an error of it can exist only then)."""
+    return sys.modules.get("psycopg")
+
+
 def _translate(exc: sa.exc.DBAPIError) -> DatabaseError:
     orig = exc.orig
-    if isinstance(orig, psycopg.Error):
+    psycopg = _psycopg()
+    if psycopg is not None and isinstance(orig, psycopg.Error):
         diag = orig.diag
         if isinstance(orig, psycopg.OperationalError) and orig.sqlstate is None:
             return DatabaseUnavailable(f"cannot reach PostgreSQL: {str(orig).strip()}")

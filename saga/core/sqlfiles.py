@@ -300,11 +300,10 @@ def _is_trigger(text: str) -> bool:
 
 def _skip_token(script: str, i: int) -> int:
     """End of the comment, string or dollar-quoted body starting at ``i`` (``i + 1`` if none)."""
-    rest = script[i:]
-    if rest.startswith("--"):
+    if script.startswith("--", i):
         newline = script.find("\n", i)
         return len(script) if newline < 0 else newline
-    if rest.startswith("/*"):
+    if script.startswith("/*", i):
         close = script.find("*/", i + 2)
         return len(script) if close < 0 else close + 2
     if script[i] in "'\"":
@@ -318,7 +317,7 @@ def _skip_token(script: str, i: int) -> int:
                 return j + 1
             j += 1
         return len(script)
-    dollar = re.match(r"\$([A-Za-z_]*)\$", rest)
+    dollar = _DOLLAR.match(script, i) if script[i] == "$" else None
     if dollar:
         tag = dollar.group(0)
         close = script.find(tag, i + len(tag))
@@ -327,13 +326,18 @@ def _skip_token(script: str, i: int) -> int:
 
 
 def _strip_comments_and_strings(sql: str) -> str:
-    out: list[str] = []
-    i = 0
-    while i < len(sql):
-        end = _skip_token(sql, i)
-        if end > i + 1 or sql[i] in "'\"":
-            out.append(" ")
-        else:
-            out.append(sql[i])
-        i = end
-    return "".join(out)
+    """``sql`` with each comment, string, quoted identifier and dollar-quoted body as a space."""
+    return _OPAQUE.sub(" ", sql)
+
+
+_DOLLAR: Final = re.compile(r"\$([A-Za-z_]*)\$")
+# What _skip_token skips, in one pass: -- comments (to the line's end), /* */
+# comments, 'strings' and "identifiers" (doubled quotes inside), $tag$ bodies.
+_OPAQUE: Final = re.compile(
+    r"--[^\n]*"
+    r"|/\*.*?(?:\*/|\Z)"
+    r"|'(?:[^']|'')*(?:'|\Z)"
+    r"|\"(?:[^\"]|\"\")*(?:\"|\Z)"
+    r"|\$([A-Za-z_]*)\$.*?(?:\$\1\$|\Z)",
+    re.DOTALL,
+)

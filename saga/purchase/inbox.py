@@ -23,7 +23,7 @@ from saga.codec import digest, dump_json
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase import money as _money
 from saga.purchase.steps import apply_payment, apply_refund
-from steps.purchase import payment_evidence, payment_key, refund_key
+from steps.purchase import PROVIDER_EVENTS, payment_evidence, payment_key, refund_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -33,12 +33,7 @@ if TYPE_CHECKING:
     from saga import Database, Registry, Tx
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
-EVENTS: Final = {
-    "payment.succeeded": "payment_succeeded",
-    "payment.failed": "payment_failed",
-    "refund.succeeded": "refund_succeeded",
-    "refund.failed": "refund_failed",
-}
+EVENTS: Final = PROVIDER_EVENTS
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

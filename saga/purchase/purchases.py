@@ -27,6 +27,7 @@ from saga.purchase.catalogue import get_intensive_in
 from saga.purchase.money import format_minor
 from state_machine.purchase import PURCHASE, SEAT_FREE, SEAT_HELD, SEAT_TAKEN
 from steps import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS
+from steps.purchase import DEFAULT_HOLD_SECONDS as _DEFAULT_HOLD
 
 if TYPE_CHECKING:
     from datetime import datetime
@@ -36,7 +37,7 @@ if TYPE_CHECKING:
     from saga import Database, SagaRecord, TransitionRecord, Tx
 
 KIND: Final = PURCHASE.name
-DEFAULT_HOLD_SECONDS: Final = 900
+DEFAULT_HOLD_SECONDS: Final = _DEFAULT_HOLD
 MAX_HOLD_SECONDS: Final = 10 * 365 * 24 * 3600
 LIST_MAX: Final = 10_000
 # The unique index that keeps one live seat per student and intensive; SQLite
