@@ -249,7 +249,10 @@ class Worker:
             if self._was_lost(job):
                 self._log.warning("result_discarded", job_id=job.id, reason="lease lost")
                 return None
-            self._settle_failure(kind, job, exc)
+            try:
+                self._settle_failure(kind, job, exc)
+            finally:
+                self._let_go(job)
             return None
         finally:
             with self._guard:
@@ -263,9 +266,22 @@ class Worker:
             except Exception as exc:  # noqa: BLE001 - the effect failed: classify and settle
                 self._settle_failure(kind, job, exc)
                 return None
+            finally:
+                self._let_go(job)
             self._count_completion(job, owned)
             return None
         return Done(job, value)
+
+    def _let_go(self, job: Job) -> None:
+        """
+        Stop renewing the lease of a job that is settled (completed, retried, failed).
+
+        The batch's other jobs still run; the heartbeat would otherwise try to
+        extend a lease the job no longer holds and report it lost: a false
+        alarm that teaches operators to ignore the real ones.
+        """
+        with self._guard:
+            self._in_hand.pop(job.id, None)
 
     def _settle_crash(self, job: Job, exc: Exception) -> None:
         # Settling itself failed (the database went away, an effect raised):

@@ -14,7 +14,7 @@ from saga.core.queue import Queue
 from saga.core.timers import timer_kind
 from saga.core.worker import Worker
 from steps.errors import OutcomeUnknown, PermanentError, TransientError
-from tests.helpers import db_now, expire_lease, make_due, rows, scalar
+from tests.helpers import db_now, expire_lease, make_due, rows, scalar, wait_until
 
 FAST = Backoff(base=0.001, cap=0.001)
 
@@ -277,3 +277,29 @@ def test_an_effect_that_fails_is_retried_and_the_worker_lives_on(engine):
     drain(engine, worker_for(engine, kind))
     queue = Queue(engine.db)
     assert ({"attempt": 2}, {"attempt": 1}) == (queue.result("a"), queue.result("b"))
+
+
+def _lease_until(engine, job_id):
+    return rows(engine, "SELECT lease_until FROM jobs WHERE id = :id", id=job_id)[0]["lease_until"]
+
+
+def test_a_job_settled_early_in_its_batch_is_never_reported_lost(engine):
+    """The heartbeat renews only leases the worker still holds: no false lease_lost."""
+    enqueue(engine, "t.apply", job_id="a1")
+    enqueue(engine, "t.slow", job_id="a2")
+
+    def slow(job):
+        # Wait for a real signal: the heartbeat renewed this job's lease.
+        first = _lease_until(engine, "a2")
+        wait_until(lambda: _lease_until(engine, "a2") != first, timeout=60)
+        return {"renewed": True}
+
+    worker = worker_for(
+        engine,
+        JobKind("t.apply", lambda job: Apply(lambda tx: {"applied": True}), queue="q"),
+        JobKind("t.slow", slow, queue="q"),
+        lease_seconds=6,
+        batch=10,
+    )
+    worker.run(burst=True)
+    assert (2, 0) == (worker.report.done, worker.report.lost_leases)
