@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from saga.codec import digest, dump_json
+from saga.core.faults import crash_point
 from saga.core.jobs import TIMER_KIND, NewJob, enqueue_in, enqueue_timer_in
 from saga.core.outbox import emit_in
 from saga.core.records import SagaRecord, TransitionRecord
@@ -240,7 +241,7 @@ class Sagas:
         """
         check_operation_id(operation_id)
         saga_type = self.registry.get(kind)
-        return self.db.transaction(
+        started = self.db.transaction(
             lambda tx: start_in(
                 tx,
                 saga_type,
@@ -250,6 +251,10 @@ class Sagas:
                 actor=actor,
             )
         )
+        # Committed, not yet acknowledged: a client that never hears back
+        # retries with the same operation id and gets this saga.
+        crash_point("accept.after_commit")
+        return started
 
     def fire(
         self,

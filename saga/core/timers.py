@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from saga.core.faults import crash_point
 from saga.core.handlers import Apply, JobKind
 from saga.core.jobs import TIMER_KIND, TIMER_QUEUE
 from saga.core.records import SagaRecord
@@ -41,6 +42,8 @@ def timer_kind(engine: Engine) -> JobKind:
             # world first (the purchase asks its payment provider).
             saga_type = registry.get(saga.kind, saga.definition_version)
             payload = saga_type.timeout_payload(engine, saga, event)
+        # Mid-batch: the timer is claimed, nothing fired yet.
+        crash_point("timer.before_fire")
         return Apply(
             lambda tx: fire_timeout_in(
                 tx, registry, saga_id, version=version, event=event, payload=payload

@@ -10,6 +10,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
 import sys
 
 import psycopg
@@ -234,3 +235,46 @@ def test_a_crash_looping_worker_gives_up_with_one_traceback(sqlite_url, capsys, 
     assert 1 == err.count("RuntimeError: boom: this worker cannot start")
     assert 1 == err.count("Traceback (most recent call last)")
     assert "giving up" in err
+
+
+def test_a_client_killed_after_the_commit_gets_its_purchase_by_retrying(tmp_path):
+    """Crash after commit, before the reply: the same command again returns that purchase."""
+    url = f"sqlite:///{tmp_path}/saga.db"
+    base = [sys.executable, "-m", "saga", "--db", url]
+    subprocess.run(
+        [*base, "intensive", "add", "js", "--seats", "2", "--price", "9.00", "--currency", "EUR"],
+        check=True,
+        capture_output=True,
+    )
+    start = [
+        *base,
+        "purchase",
+        "start",
+        "--operation-id",
+        "op-1",
+        "--intensive",
+        "js",
+        "--student",
+        "ann",
+        "--json",
+    ]
+    env = {
+        **os.environ,
+        "SAGA_CRASH_POINTS": "accept.after_commit",
+        "SAGA_CRASH_MARKER": str(tmp_path / "crash"),
+    }
+    crashed = subprocess.run(start, env=env, capture_output=True, text=True, check=False)
+    assert (137, "") == (crashed.returncode, crashed.stdout)
+    again = subprocess.run(start, capture_output=True, text=True, check=False)
+    assert 0 == again.returncode, again.stderr
+    purchase = json.loads(again.stdout)
+    listed = subprocess.run(
+        [*base, "purchase", "list", "--json"], capture_output=True, text=True, check=True
+    )
+    payload = json.loads(listed.stdout)
+    purchases = payload["purchases"] if isinstance(payload, dict) else payload
+    assert [purchase["id"]] == [p["id"] for p in purchases]
+    seats = subprocess.run(
+        [*base, "intensive", "show", "js", "--json"], capture_output=True, text=True, check=True
+    )
+    assert 1 == json.loads(seats.stdout)["seats"]["held"]
