@@ -16,6 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
+from saga.core.faults import crash_point
 from saga.core.handlers import Apply, JobKind
 from saga.core.recon import (
     CHECKER,
@@ -105,6 +106,8 @@ class Checker(Generic[Seen]):
             return {"skipped": f"item is {item.status}, owned by {item.owner}"}
         saga = self.db.transaction(lambda tx: get_in(tx, item.saga_id), write=False)
         seen = self.look(item, saga)
+        # The outside world answered; nothing is decided yet.
+        crash_point("checker.after_answer")
         return Apply(lambda tx: self.settle(tx, item, seen))
 
     def settle(self, tx: Tx, seen_item: ReconItem, seen: Seen) -> dict[str, Any]:

@@ -10,14 +10,18 @@ outcome in reconciliation, its compensation and its invariant.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import shutil
 
 import pytest
 import sqlalchemy as sa
 
 from saga import Engine
+from saga.core.faults import EXIT_CODE
+from saga.testing import run_due
 from tests.enrollment_app import app, contract_key, sandbox_for
-from tests.helpers import execute, make_due
+from tests.helpers import execute, expire_lease, make_due
 from tests.purchases import cli_json
 
 APP = ("--app", "tests.enrollment_app:app")
@@ -156,3 +160,33 @@ def test_db_upgrade_builds_the_applications_tables(tmp_path, capsys):
     ]
     code, again = cli_json(capsys, "db", "upgrade", *APP, "--db", url)
     assert (0, []) == (code, again["applied"])
+
+
+def _checker_dies(url, marker):
+    os.environ["SAGA_CRASH_POINTS"] = "checker.after_answer"
+    os.environ["SAGA_CRASH_MARKER"] = marker
+    with Engine(url, app=app) as engine:
+        run_due(engine)
+
+
+@pytest.mark.slow
+def test_a_checker_killed_between_the_answer_and_the_decision_decides_once_later(
+    school, db_url, capsys, tmp_path
+):
+    """The provider answered, the checker died: after its lease, one decision, one transition."""
+    saga = enroll(school, "timeout-dora")
+    work(capsys, db_url)
+    (item,) = school.recon.find()
+    make_due(school, f"recon:{item.id}:0")
+    process = multiprocessing.get_context("forkserver").Process(
+        target=_checker_dies, args=(db_url, str(tmp_path / "m"))
+    )
+    process.start()
+    process.join(timeout=60)
+    assert EXIT_CODE == process.exitcode
+    assert "needs_reconciliation" == state(school, saga)
+    expire_lease(school, f"recon:{item.id}:0")
+    work(capsys, db_url)
+    assert "contract_sent" == state(school, saga)
+    resolutions = [h.event for h in school.sagas.history(saga.id) if h.event == "resolve_sent"]
+    assert ["resolve_sent"] == resolutions
