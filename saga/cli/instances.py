@@ -58,7 +58,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     cancel.add_argument("--reason", required=True, metavar="TEXT")
     add_common_options(cancel, top_level=False)
 
+    why = subparsers.add_parser("explain", help="why a saga is where it is, and what happens next")
+    why.add_argument("id", metavar="ID", help="the saga")
+    add_common_options(why, top_level=False)
     return {
+        "explain": Command(_explain, FLAGS),
         "instances list": Command(_list, FLAGS),
         "instances show": Command(_show, FLAGS),
         "instances fire": Command(_fire, FLAGS),
@@ -159,4 +163,23 @@ def _moved(out: Output, shown: dict[str, object]) -> int:
         out.json(shown)
     else:
         out.line(f"{shown['kind']} {shown['id']} is now {shown['state']}")
+    return EXIT_OK
+
+
+def _explain(args: argparse.Namespace, out: Output) -> int:
+    from saga.core.explain import explain
+
+    with open_engine(args, create=False) as engine:
+        explanation = explain(engine.instances, args.id)
+    if out.as_json:
+        out.json(explanation.to_json())
+        return EXIT_OK
+    shown = explanation.to_json()
+    out.line(f"{shown['kind']} {shown['id']} in {shown['state']}: {shown['verdict']}")
+    for reason in shown["reasons"]:
+        out.line(f"  - {reason}")
+    if shown["next"]:
+        out.line("next:")
+        for entry in shown["next"]:
+            out.line(f"  {entry['at']}  {entry['what']}")
     return EXIT_OK
