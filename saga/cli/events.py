@@ -26,11 +26,7 @@ from saga.exceptions import InvalidInput, NotFound
 
 if TYPE_CHECKING:
     import argparse
-    from collections.abc import Sequence
 
-    from sqlalchemy.engine import RowMapping
-
-    from saga.core.db import Tx
     from saga.core.outbox import Event
 
 FLAGS = {
@@ -270,15 +266,12 @@ def _outbox_list(args: argparse.Namespace, out: Output) -> int:
 def _outbox_replay(args: argparse.Namespace, out: Output) -> int:
     actor = validation.identifier("actor", args.actor or operator_name())
     reason = None if args.reason is None else validation.text("reason", args.reason)
-    event_id = None if args.all else args.event
-
-    def replay(tx: Tx) -> Sequence[RowMapping]:
-        tx.run("record_outbox_replays", event_id=event_id, actor=actor, reason=reason)
-        return tx.all("replay_outbox", event_id=event_id)
+    from saga.core.outbox import replay_dead
 
     with open_engine(args, create=False) as engine:
-        rows = engine.db.transaction(replay)
-    replayed = [row["event_id"] for row in rows]
+        replayed = replay_dead(
+            engine.db, event_id=None if args.all else args.event, actor=actor, reason=reason
+        )
     if args.event and not replayed:
         raise NotFound(kind="dead-lettered event", key=args.event)
     if out.as_json:

@@ -16,6 +16,7 @@ consumer's inbox applies it once.
 from __future__ import annotations
 
 import re
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga.core.db import Tx
+    from saga.core.db import Database, Tx
     from saga.core.records import SagaRecord
     from state_machine import Machine
 
@@ -97,6 +98,23 @@ class Emit:
 def event_id(saga_id: str, version: int, type_: str) -> str:
     """The stable id of the event ``type_`` of a saga's version ``version``."""
     return f"{saga_id}:{version}:{type_}"
+
+
+def replay_dead(db: Database, *, event_id: str | None, actor: str, reason: str | None) -> list[str]:
+    """
+    Give dead-lettered events a fresh start (one, or all with ``event_id=None``), audited.
+
+    Each replayed event gets an ``outbox_replays`` row (who, why, the error it
+    had) in the same transaction; an event dead-lettered while this runs waits
+    for the next replay rather than going out unaudited.
+    """
+    batch = uuid.uuid4().hex
+
+    def replay(tx: Tx) -> list[str]:
+        tx.run("record_outbox_replays", event_id=event_id, batch=batch, actor=actor, reason=reason)
+        return [row["event_id"] for row in tx.all("replay_outbox", batch=batch)]
+
+    return db.transaction(replay)
 
 
 def emit_in(tx: Tx, emits: Sequence[Emit], saga: SagaRecord) -> int:

@@ -129,10 +129,11 @@ def topic_matches(pattern: str, routing_key: str) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class _Claimed:
-    """A claimed outbox row: its id, its failures so far, its event."""
+    """A claimed outbox row: its id, its failures and refusals so far, its event."""
 
     row: int
     errors: int
+    refusals: int
     event: Event
 
 
@@ -231,7 +232,12 @@ class Relay:
         self.report.batches += 1
         self.report.claimed += len(rows)
         claimed = [
-            _Claimed(row=int(row["id"]), errors=int(row["errors"]), event=Event.from_row(row))
+            _Claimed(
+                row=int(row["id"]),
+                errors=int(row["errors"]),
+                refusals=int(row["refusals"]),
+                event=Event.from_row(row),
+            )
             for row in sorted(rows, key=lambda row: int(row["id"]))
         ]
         crash_point("relay.before_publish")
@@ -241,15 +247,26 @@ class Relay:
         return len(rows)
 
     def _publish(self, events: Sequence[Event]) -> _Outcome:
-        """The events every publisher confirmed (a prefix), the first error, the refused event."""
+        """
+        The events every publisher confirmed, the first error, the event refused.
+
+        Each publisher gets the events all publishers before it confirmed
+        (a prefix of the batch), so an event is marked only when every one
+        of them took it; a publisher's failure never keeps the later
+        publishers from the events already confirmed.
+        """
         pending = list(events)
+        first_error: str | None = None
+        refused: str | None = None
         for publisher in self.publishers:
+            if not pending:
+                break
             error: str | None = None
-            refused: str | None = None
+            rejected: str | None = None
             try:
                 done = set(publisher.publish(pending))
             except PublishFailed as exc:
-                done, error, refused = set(exc.confirmed), exc.reason, exc.rejected
+                done, error, rejected = set(exc.confirmed), exc.reason, exc.rejected
             except Exception as exc:  # noqa: BLE001 - any failure is retried later
                 done, error = set(), error_text(exc)
             kept = []
@@ -259,18 +276,27 @@ class Relay:
                     break
                 kept.append(event)
             pending = kept
-            if error is not None:
-                return _Outcome({e.id for e in pending}, error, refused)
-        return _Outcome({e.id for e in pending}, None, None)
+            if error is not None and first_error is None:
+                first_error, refused = error, rejected
+        return _Outcome({e.id for e in pending}, first_error, refused)
 
     def _settle(self, token: str, claimed: Sequence[_Claimed], outcome: _Outcome) -> None:
         published = [c for c in claimed if c.event.id in outcome.confirmed]
-        failed = [c for c in claimed if c.event.id not in outcome.confirmed]
+        unconfirmed = [c for c in claimed if c.event.id not in outcome.confirmed]
         error = outcome.error
+        # A refusal is the refused event's fault alone: the others of the batch
+        # (other sagas') go back at once, untouched.  A connection failure is
+        # nobody's fault: every unconfirmed event waits, counted but never
+        # dead-lettered for it.
+        if outcome.refused is not None:
+            failed = [c for c in unconfirmed if c.event.id == outcome.refused]
+            released = [c for c in unconfirmed if c.event.id != outcome.refused]
+        else:
+            failed, released = unconfirmed, []
         dead = [
             c.event.id
             for c in failed
-            if c.event.id == outcome.refused and c.errors + 1 >= self.max_refusals
+            if c.event.id == outcome.refused and c.refusals + 1 >= self.max_refusals
         ]
 
         def settle(tx: Tx) -> int:
@@ -284,8 +310,11 @@ class Relay:
                     token=token,
                     error=(error or "not published")[:2000],
                     delay_seconds=self.backoff.delay(c.errors + 1),
+                    refused=c.event.id == outcome.refused,
                     dead=c.event.id in dead,
                 )
+            if released:
+                tx.run("release_outbox", ids=json.dumps([c.row for c in released]), token=token)
             return len(marked)
 
         marked = self.db.transaction(settle)

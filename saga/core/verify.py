@@ -42,11 +42,22 @@ def verify(engine: Engine) -> Report:
     """Check the application's invariants and the engine's on ``engine``'s database."""
     facts = engine.db.transaction(_engine_facts, write=False)
     facts["registry"] = engine.registry
-    facts["expected_jobs"] = _expected_jobs(
+    asked = _expected_jobs(
         engine.registry, facts["transitions"], facts["sagas"], facts["jobs_horizon"]
     )
-    facts["known_jobs"] = engine.db.transaction(
-        lambda tx: _known_jobs(tx, sorted(facts["expected_jobs"])), write=False
+
+    def known_now(tx: Tx) -> tuple[set[str], datetime | None]:
+        return _known_jobs(tx, sorted(asked)), maybe_utc(
+            tx.scalar("get_prune_horizon", target="jobs")
+        )
+
+    # A prune between the two reads may have removed jobs the first read
+    # expected: ask only for those the newer horizon still covers.
+    facts["known_jobs"], horizon = engine.db.transaction(known_now, write=False)
+    facts["expected_jobs"] = (
+        asked
+        if horizon == facts["jobs_horizon"]
+        else _expected_jobs(engine.registry, facts["transitions"], facts["sagas"], horizon)
     )
     checks: list[Callable[[dict[str, Any]], Invariant]] = [
         _no_lost_intent,

@@ -414,8 +414,9 @@ class Worker:
             except Exception as exc:  # noqa: BLE001 - the next beat tries again
                 self._log.warning("heartbeat_failed", error=error_text(exc))
                 continue
-            lost = [job for job in jobs if job.id not in owned]
             with self._guard:
+                # A job settled while the extension ran is not lost: let go of it.
+                lost = [job for job in jobs if job.id not in owned and job.id in self._in_hand]
                 self._lost.update(job.id for job in lost)
             for job in lost:
                 self._lease_lost(job, "lease extension refused")

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from saga import Consumer, Emit, Engine, Event, Registry, Relay, Subscribers, verify
+from saga.core.outbox import replay_dead
 from saga.exceptions import ApplicationError, PublishFailed
 from tests.helpers import execute, rows, scalar
 from tests.outbox_app import app, order
@@ -300,11 +301,8 @@ def test_verify_does_not_ask_for_events_before_the_prune_horizon(orders):
     """Published rows older than retention's horizon may be gone; later ones may not."""
     (saga_id,) = place(orders)
     execute(orders, "DELETE FROM outbox")
-    if orders.db.dialect == "sqlite":
-        horizon = "strftime('%Y-%m-%dT%H:%M:%fZ', 'now')"
-    else:
-        horizon = "clock_timestamp()"
-    execute(orders, f"INSERT INTO prune_horizons (target, horizon) VALUES ('outbox', {horizon})")
+    now = orders.db.transaction(lambda tx: tx.scalar("db_now"), write=False)
+    orders.db.transaction(lambda tx: tx.run("advance_prune_horizon", target="outbox", cutoff=now))
     assert verify(orders).ok
     orders.sagas.fire(saga_id, "pay", actor="test")
     execute(orders, "DELETE FROM outbox")
@@ -399,8 +397,8 @@ def test_an_event_refused_again_and_again_is_dead_lettered_and_frees_its_saga(or
     (liveness,) = [r for r in verify(orders).invariants if r.name == "liveness"]
     (problem,) = liveness.problems
     assert problem.startswith(f"event {placed['event_id']} was dead-lettered: ValueError")
-    replayed = orders.db.transaction(lambda tx: tx.all("replay_outbox", event_id=None))
-    assert [placed["event_id"]] == [row["event_id"] for row in replayed]
+    replayed = replay_dead(orders.db, event_id=None, actor="ann", reason="schema fixed")
+    assert [placed["event_id"]] == replayed
     assert (None, 0) == (outbox(orders)[0]["dead_at"], outbox(orders)[0]["errors"])
 
 
@@ -421,3 +419,105 @@ def test_a_connection_failure_never_dead_letters_an_event(orders):
         relay.poll()
     (row,) = outbox(orders)
     assert (row["dead_at"], row["errors"]) == (None, 5)
+
+
+class Recorder:
+    """A publisher that confirms everything and remembers it."""
+
+    def __init__(self):
+        self.got = []
+
+    def publish(self, events):
+        self.got += [event.id for event in events]
+        return [event.id for event in events]
+
+    def close(self):
+        pass
+
+
+def test_an_event_is_marked_only_when_every_publisher_took_it(orders):
+    """A subscriber refusing one event keeps the broker from none of the others it confirmed."""
+    first, second = place(orders, 2)
+    broker = Recorder()
+
+    def refuse_second(event):
+        if event.saga_id == second:
+            raise ValueError("refused")
+
+    relay = Relay(orders.db, [Subscribers({"#": [refuse_second]}), broker])
+    relay.poll()
+    marked = {row["event_id"] for row in outbox(orders) if row["published_at"] is not None}
+    assert marked == {f"{first}:1:order.placed"}
+    assert marked <= set(broker.got)
+
+
+def test_a_refused_event_holds_back_no_other_saga(orders):
+    """Only the refused event backs off; the batch's other events go back untouched."""
+    first, second = place(orders, 2)
+
+    def refuse_first(event):
+        if event.saga_id == first:
+            raise ValueError("poison")
+
+    relay = Relay(orders.db, [Subscribers({"#": [refuse_first]})])
+    relay.poll()
+    rows_by_saga = {row["saga_id"]: row for row in outbox(orders)}
+    assert (1, 1) == (rows_by_saga[first]["errors"], rows_by_saga[first]["refusals"])
+    assert (0, None, None) == (
+        rows_by_saga[second]["errors"],
+        rows_by_saga[second]["last_error"],
+        rows_by_saga[second]["lease_token"],
+    )
+    assert 1 == relay.poll()  # the other saga's event, at once
+    assert outbox(orders)[1]["published_at"] is not None
+
+
+def test_outages_do_not_count_as_refusals(orders):
+    """Failures of the connection never bring an event closer to its dead letter."""
+    place(orders)
+    down = True
+
+    class Flaky:
+        def publish(self, events):
+            if down:
+                raise ConnectionError("broker down")
+            raise PublishFailed(confirmed=[], reason="nack", rejected=events[0].id)
+
+        def close(self):
+            pass
+
+    relay = Relay(orders.db, [Flaky()], max_refusals=2)
+    for _ in range(3):
+        make_due(orders)
+        relay.poll()
+    down = False
+    make_due(orders)
+    relay.poll()
+    (row,) = outbox(orders)
+    assert (None, 4, 1) == (row["dead_at"], row["errors"], row["refusals"])
+    make_due(orders)
+    relay.poll()
+    assert outbox(orders)[0]["dead_at"] is not None
+
+
+def test_an_event_waiting_behind_its_sagas_earlier_one_is_not_due(orders):
+    """next_due_in follows the claim: the event behind a backing-off one is not due now."""
+    (saga_id,) = place(orders)
+    orders.sagas.fire(saga_id, "pay", actor="test")
+    if orders.db.dialect == "sqlite":
+        later = "strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + 1.0)"
+    else:
+        later = "clock_timestamp() + interval '1 day'"
+    execute(orders, f"UPDATE outbox SET available_at = {later} WHERE type = 'order.placed'")
+    due = relay_to(orders, Collect()).next_due_in()
+    assert due is not None
+    assert due > 3600
+
+
+def test_a_republished_event_is_a_duplicate_whatever_its_time(orders, tally):
+    """The consumer compares what an event says, not when it was stamped."""
+    place(orders)
+    event = event_of(orders)
+    tally.receive(orders.db, event)
+    later = Event.from_json({**event.to_json(), "occurred_at": "2030-01-01T00:00:00.000Z"})
+    assert "duplicate" == tally.receive(orders.db, later)

@@ -241,6 +241,7 @@ CREATE TABLE outbox (
     available_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
     attempts        integer NOT NULL DEFAULT 0,
     errors          integer NOT NULL DEFAULT 0,
+    refusals        integer NOT NULL DEFAULT 0,
     last_error      text,
     lease_token     text,
     lease_until     timestamptz,
@@ -261,6 +262,7 @@ CREATE INDEX outbox_published ON outbox (published_at) WHERE published_at IS NOT
 CREATE TABLE outbox_replays (
     id              bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     event_id        text NOT NULL,
+    batch           text NOT NULL,
     actor           text NOT NULL,
     reason          text,
     previous_error  text,
@@ -273,3 +275,7 @@ CREATE TABLE prune_horizons (
     target   text PRIMARY KEY,
     horizon  timestamptz NOT NULL
 );
+
+-- Sagas may predate their events: verify asks for the outbox rows of
+-- transitions from here on.
+INSERT INTO prune_horizons (target, horizon) VALUES ('outbox', clock_timestamp());

@@ -249,6 +249,7 @@ CREATE TABLE outbox (
     available_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     attempts        INTEGER NOT NULL DEFAULT 0,
     errors          INTEGER NOT NULL DEFAULT 0,
+    refusals        INTEGER NOT NULL DEFAULT 0,
     last_error      TEXT,
     lease_token     TEXT,
     lease_until     TEXT,
@@ -270,6 +271,7 @@ CREATE INDEX outbox_published ON outbox (published_at) WHERE published_at IS NOT
 CREATE TABLE outbox_replays (
     id              INTEGER PRIMARY KEY AUTOINCREMENT,
     event_id        TEXT NOT NULL,
+    batch           TEXT NOT NULL,
     actor           TEXT NOT NULL,
     reason          TEXT,
     previous_error  TEXT,
@@ -282,3 +284,7 @@ CREATE TABLE prune_horizons (
     target   TEXT PRIMARY KEY,
     horizon  TEXT NOT NULL
 ) STRICT;
+
+-- Sagas may predate their events: verify asks for the outbox rows of
+-- transitions from here on.
+INSERT INTO prune_horizons (target, horizon) VALUES ('outbox', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));

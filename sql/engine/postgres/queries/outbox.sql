@@ -37,7 +37,7 @@ SET lease_token = :token, attempts = o.attempts + 1,
 FROM due, clock
 WHERE o.id = due.id
 RETURNING o.id, o.event_id, o.type, o.schema_version, o.saga_id, o.saga_kind, o.saga_version,
-          o.occurred_at, o.data, o.attempts, o.errors;
+          o.occurred_at, o.data, o.attempts, o.errors, o.refusals;
 
 -- name: mark_outbox_published
 -- The broker confirmed these: published, if this relay still holds their
@@ -51,8 +51,10 @@ RETURNING id;
 -- name: fail_outbox
 -- Publishing failed: give the rows back, due again after :delay_seconds, or
 -- dead-lettered with :dead (the broker refused it too often; the error says why).
+-- :refused counts a refusal of this very event (not a connection failure).
 UPDATE outbox
 SET lease_token = NULL, lease_until = NULL, last_error = :error, errors = errors + 1,
+    refusals = refusals + CASE WHEN CAST(:refused AS boolean) THEN 1 ELSE 0 END,
     available_at = clock_timestamp() + make_interval(secs => CAST(:delay_seconds AS double precision)),
     dead_at = CASE WHEN CAST(:dead AS boolean) THEN clock_timestamp() END
 WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:ids AS jsonb)))
@@ -66,10 +68,17 @@ WHERE id IN (SELECT CAST(value AS bigint) FROM jsonb_array_elements_text(CAST(:i
   AND lease_token = :token AND published_at IS NULL;
 
 -- name: outbox_next_due_in
--- Seconds until an unpublished event can be claimed (NULL: none waits).
-SELECT EXTRACT(EPOCH FROM min(greatest(available_at, coalesce(lease_until, available_at)))
+-- Seconds until an unpublished event can be claimed (NULL: none waits); only
+-- each saga's oldest counts, as in the claim (the others wait behind it).
+SELECT EXTRACT(EPOCH FROM min(greatest(o.available_at, coalesce(o.lease_until, o.available_at)))
                           - clock_timestamp()) AS seconds
-FROM outbox WHERE published_at IS NULL AND dead_at IS NULL;
+FROM outbox o
+WHERE o.published_at IS NULL AND o.dead_at IS NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox e
+      WHERE e.saga_id = o.saga_id AND e.published_at IS NULL AND e.dead_at IS NULL
+        AND e.id < o.id
+  );
 
 -- name: outbox_stats
 -- Unpublished events, the oldest one's age, publications in the last minute,
@@ -105,16 +114,20 @@ ORDER BY id DESC
 LIMIT :limit;
 
 -- name: record_outbox_replays
--- Audit the replay about to happen: one row per dead-lettered event, with its error.
-INSERT INTO outbox_replays (event_id, actor, reason, previous_error)
-SELECT event_id, :actor, :reason, last_error FROM outbox
-WHERE dead_at IS NOT NULL AND (CAST(:event_id AS text) IS NULL OR event_id = :event_id);
+-- Audit the replay about to happen, under :batch: one row per dead-lettered
+-- event, with its error (on PostgreSQL the events stay locked until commit).
+INSERT INTO outbox_replays (event_id, batch, actor, reason, previous_error)
+SELECT event_id, :batch, :actor, :reason, last_error FROM outbox
+WHERE dead_at IS NOT NULL AND (CAST(:event_id AS text) IS NULL OR event_id = :event_id)
+FOR UPDATE;
 
 -- name: replay_outbox
--- Give dead-lettered events a fresh start, due now: one (:event_id) or all.
+-- Give the dead-lettered events audited under :batch a fresh start, due now
+-- (an event dead-lettered meanwhile waits for the next replay: none unaudited).
 UPDATE outbox
-SET dead_at = NULL, errors = 0, available_at = clock_timestamp()
-WHERE dead_at IS NOT NULL AND (CAST(:event_id AS text) IS NULL OR event_id = :event_id)
+SET dead_at = NULL, errors = 0, refusals = 0, available_at = clock_timestamp()
+WHERE dead_at IS NOT NULL
+  AND event_id IN (SELECT event_id FROM outbox_replays WHERE batch = :batch)
 RETURNING event_id;
 
 -- name: verify_dead_events

@@ -33,7 +33,7 @@ WHERE id IN (
     LIMIT :batch
 )
 RETURNING id, event_id, type, schema_version, saga_id, saga_kind, saga_version, occurred_at, data,
-          attempts, errors;
+          attempts, errors, refusals;
 
 -- name: mark_outbox_published
 -- The broker confirmed these: published, if this relay still holds their
@@ -49,8 +49,10 @@ RETURNING id;
 -- name: fail_outbox
 -- Publishing failed: give the rows back, due again after :delay_seconds, or
 -- dead-lettered with :dead (the broker refused it too often; the error says why).
+-- :refused counts a refusal of this very event (not a connection failure).
 UPDATE outbox
 SET lease_token = NULL, lease_until = NULL, last_error = :error, errors = errors + 1,
+    refusals = refusals + CASE WHEN :refused THEN 1 ELSE 0 END,
     available_at = strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :delay_seconds / 86400.0),
     dead_at = CASE WHEN :dead THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END
 WHERE id IN (SELECT value FROM json_each(:ids))
@@ -65,10 +67,17 @@ WHERE id IN (SELECT value FROM json_each(:ids))
   AND lease_token = :token AND published_at IS NULL;
 
 -- name: outbox_next_due_in
--- Seconds until an unpublished event can be claimed (NULL: none waits).
-SELECT (julianday(min(max(available_at, coalesce(lease_until, available_at))))
+-- Seconds until an unpublished event can be claimed (NULL: none waits); only
+-- each saga's oldest counts, as in the claim (the others wait behind it).
+SELECT (julianday(min(max(o.available_at, coalesce(o.lease_until, o.available_at))))
         - julianday('now')) * 86400.0 AS seconds
-FROM outbox WHERE published_at IS NULL AND dead_at IS NULL;
+FROM outbox o
+WHERE o.published_at IS NULL AND o.dead_at IS NULL
+  AND NOT EXISTS (
+      SELECT 1 FROM outbox e
+      WHERE e.saga_id = o.saga_id AND e.published_at IS NULL AND e.dead_at IS NULL
+        AND e.id < o.id
+  );
 
 -- name: outbox_stats
 -- Unpublished events, the oldest one's age, publications in the last minute,
@@ -105,16 +114,19 @@ ORDER BY id DESC
 LIMIT :limit;
 
 -- name: record_outbox_replays
--- Audit the replay about to happen: one row per dead-lettered event, with its error.
-INSERT INTO outbox_replays (event_id, actor, reason, previous_error)
-SELECT event_id, :actor, :reason, last_error FROM outbox
+-- Audit the replay about to happen, under :batch: one row per dead-lettered
+-- event, with its error (on PostgreSQL the events stay locked until commit).
+INSERT INTO outbox_replays (event_id, batch, actor, reason, previous_error)
+SELECT event_id, :batch, :actor, :reason, last_error FROM outbox
 WHERE dead_at IS NOT NULL AND (:event_id IS NULL OR event_id = :event_id);
 
 -- name: replay_outbox
--- Give dead-lettered events a fresh start, due now: one (:event_id) or all.
+-- Give the dead-lettered events audited under :batch a fresh start, due now
+-- (an event dead-lettered meanwhile waits for the next replay: none unaudited).
 UPDATE outbox
-SET dead_at = NULL, errors = 0, available_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-WHERE dead_at IS NOT NULL AND (:event_id IS NULL OR event_id = :event_id)
+SET dead_at = NULL, errors = 0, refusals = 0, available_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE dead_at IS NOT NULL
+  AND event_id IN (SELECT event_id FROM outbox_replays WHERE batch = :batch)
 RETURNING event_id;
 
 -- name: verify_dead_events
