@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
 import time
 from typing import TYPE_CHECKING, Any
@@ -11,6 +12,7 @@ import sqlalchemy as sa
 from saga.codec import as_utc
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
     from datetime import datetime
 
     from saga import Engine
@@ -173,3 +175,14 @@ def wait_until(predicate, timeout=60.0, interval=0.1):
             return value
         time.sleep(interval)
     raise AssertionError("condition not met in time")
+
+
+@contextlib.contextmanager
+def engine_on(url: str, app: Any = None) -> Iterator[Engine]:
+    """An engine running ``app`` on ``url``, its schema upgraded first (closed afterwards)."""
+    from saga import Engine as _Engine
+
+    with _Engine(url, app=app, check_schema=False) as setup:
+        setup.upgrade()
+    with _Engine(url, app=app) as engine:
+        yield engine

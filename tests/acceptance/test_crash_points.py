@@ -14,7 +14,7 @@ from saga import Engine
 from saga.core.faults import EXIT_CODE
 from saga.testing import SagaClock, run_due
 from tests.approval_app import app
-from tests.helpers import expire_lease
+from tests.helpers import engine_on, expire_lease
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -38,9 +38,7 @@ def crash(point, url, marker):
 
 @pytest.fixture
 def approvals(db_url):
-    with Engine(db_url, app=app, check_schema=False) as setup:
-        setup.upgrade()
-    with Engine(db_url, app=app) as engine:
+    with engine_on(db_url, app) as engine:
         yield engine
 
 

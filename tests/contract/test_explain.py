@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from saga import Application, Engine, Registry, Step
+from saga import Application, Registry, Step
 from saga.core.explain import explain
 from saga.exceptions import NotFound
 from saga.testing import SagaClock, run_due
 from steps import PermanentError
 from tests.approval_app import approval
+from tests.helpers import engine_on
 from tests.outbox_app import app as orders_app
 from tests.purchases import cli_json
 
@@ -24,15 +25,9 @@ def approvals_with(step):
     return Application(name="approvals", registry=registry)
 
 
-def engine_for(url, app):
-    with Engine(url, app=app, check_schema=False) as setup:
-        setup.upgrade()
-    return Engine(url, app=app)
-
-
 @pytest.fixture
 def approvals(db_url):
-    with engine_for(db_url, approvals_with(lambda job: {"sent": True})) as engine:
+    with engine_on(db_url, approvals_with(lambda job: {"sent": True})) as engine:
         yield engine
 
 
@@ -75,7 +70,7 @@ def test_a_final_saga_is_terminal(approvals):
 
 def test_a_step_that_gave_up_is_named_with_its_error(db_url):
     """A dead letter: the verdict says it gave up, the reason names the job and the error."""
-    with engine_for(db_url, approvals_with(_refuse)) as engine:
+    with engine_on(db_url, approvals_with(_refuse)) as engine:
         saga = start(engine)
         run_due(engine)
         told = explain(engine.instances, saga.id).to_json()
@@ -89,7 +84,7 @@ def test_a_step_that_gave_up_is_named_with_its_error(db_url):
 
 def test_a_saga_nothing_will_move_is_stuck(db_url):
     """An order placed, with no timeout and no action: stuck, and why."""
-    with engine_for(db_url, orders_app()) as engine:
+    with engine_on(db_url, orders_app()) as engine:
         saga = engine.sagas.start(
             "order", operation_id="o1", request={"customer_id": "c", "total": 1}
         ).saga

@@ -9,7 +9,7 @@ import pytest
 from saga import Consumer, Emit, Engine, Event, Registry, Relay, Subscribers, verify
 from saga.core.outbox import replay_dead
 from saga.exceptions import ApplicationError, PublishFailed
-from tests.helpers import execute, rows, scalar
+from tests.helpers import engine_on, execute, rows, scalar
 from tests.outbox_app import app, order
 
 pytestmark = pytest.mark.timeout(120)
@@ -17,9 +17,7 @@ pytestmark = pytest.mark.timeout(120)
 
 @pytest.fixture
 def orders(db_url):
-    with Engine(db_url, app=app(), check_schema=False) as setup:
-        setup.upgrade()
-    with Engine(db_url, app=app()) as engine:
+    with engine_on(db_url, app()) as engine:
         yield engine
 
 

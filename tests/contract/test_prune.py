@@ -8,7 +8,6 @@ import random
 import pytest
 
 from saga import (
-    Engine,
     Handlers,
     JobKind,
     Message,
@@ -24,7 +23,7 @@ from saga.cli import main
 from saga.core.prune import Pruner, parse_duration
 from saga.exceptions import InvalidInput
 from tests.contract.test_outbox import Collect, outbox, relay_to
-from tests.helpers import execute, rows, scalar
+from tests.helpers import engine_on, execute, rows, scalar
 from tests.outbox_app import app
 
 pytestmark = pytest.mark.timeout(180)
@@ -35,9 +34,7 @@ ROUTES = (
 
 @pytest.fixture
 def shop(db_url):
-    with Engine(db_url, app=app(routes=ROUTES), check_schema=False) as setup:
-        setup.upgrade()
-    with Engine(db_url, app=app(routes=ROUTES)) as engine:
+    with engine_on(db_url, app(routes=ROUTES)) as engine:
         yield engine
 
 

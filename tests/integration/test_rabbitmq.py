@@ -20,6 +20,7 @@ from saga import Engine, Event
 from saga.core.rabbitmq import connect
 from saga.purchase.events import recorded_sales
 from tests.contract.test_outbox import Collect, Tally, expire_leases, make_due, outbox, place
+from tests.helpers import engine_on
 from tests.outbox_app import app
 from tests.purchases import cli_json
 
@@ -30,9 +31,7 @@ ORDERS = "tests.outbox_app:orders"
 
 @pytest.fixture
 def orders(db_url):
-    with Engine(db_url, app=app(), check_schema=False) as setup:
-        setup.upgrade()
-    with Engine(db_url, app=app()) as engine:
+    with engine_on(db_url, app()) as engine:
         yield engine
 
 
