@@ -61,6 +61,14 @@ def dump(engine: Engine) -> dict[str, list[tuple[Any, ...]]]:
     return out
 
 
+def count_rows(engine: Engine, table: str) -> int:
+    """How many rows ``table`` holds (the statement built with SQLAlchemy Core, no formatting)."""
+    with engine.db.engine.connect() as conn:
+        return int(
+            conn.execute(sa.select(sa.func.count()).select_from(sa.table(table))).scalar_one()
+        )
+
+
 def scalar(engine: Engine, sql: str, **params: Any) -> Any:
     """One value from an ad-hoc query (tests only)."""
     with engine.db.engine.connect() as conn:

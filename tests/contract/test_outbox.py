@@ -503,10 +503,16 @@ def test_an_event_waiting_behind_its_sagas_earlier_one_is_not_due(orders):
     (saga_id,) = place(orders)
     orders.sagas.fire(saga_id, "pay", actor="test")
     if orders.db.dialect == "sqlite":
-        later = "strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + 1.0)"
+        a_day_later = (
+            "UPDATE outbox SET available_at = "
+            "strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + 1.0) WHERE type = :type"
+        )
     else:
-        later = "clock_timestamp() + interval '1 day'"
-    execute(orders, f"UPDATE outbox SET available_at = {later} WHERE type = 'order.placed'")
+        a_day_later = (
+            "UPDATE outbox SET available_at = clock_timestamp() + interval '1 day' "
+            "WHERE type = :type"
+        )
+    execute(orders, a_day_later, type="order.placed")
     due = relay_to(orders, Collect()).next_due_in()
     assert due is not None
     assert due > 3600

@@ -23,7 +23,7 @@ from saga.cli import main
 from saga.core.prune import Pruner, parse_duration
 from saga.exceptions import InvalidInput
 from tests.contract.test_outbox import Collect, outbox, relay_to
-from tests.helpers import engine_on, execute, rows, scalar
+from tests.helpers import count_rows, engine_on, execute, rows, scalar
 from tests.outbox_app import app
 
 pytestmark = pytest.mark.timeout(180)
@@ -49,7 +49,7 @@ KINDS = Handlers(
 
 def counts(engine):
     tables = ("sagas", "saga_transitions", "saga_operations", "jobs", "job_archive", "job_results")
-    found = {table: scalar(engine, f"SELECT count(*) FROM {table}") for table in tables}
+    found = {table: count_rows(engine, table) for table in tables}
     found["unpublished"] = scalar(engine, "SELECT count(*) FROM outbox WHERE published_at IS NULL")
     found["published"] = scalar(
         engine, "SELECT count(*) FROM outbox WHERE published_at IS NOT NULL"
