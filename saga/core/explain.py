@@ -55,18 +55,9 @@ def explain(instances: Instances, saga_id: str) -> Explanation:
     instance = instances.show(saga_id)
 
     def clock_and_events(tx: Any) -> tuple[datetime, dict[str, int]]:
-        now = as_utc(tx.scalar("db_now"))
-        counts = {"unpublished": 0, "published": 0, "dead": 0}
-        for row in tx.all(
-            "list_outbox", unpublished=False, dead=False, saga_id=saga_id, limit=1000
-        ):
-            if row["dead_at"] is not None:
-                counts["dead"] += 1
-            elif row["published_at"] is not None:
-                counts["published"] += 1
-            else:
-                counts["unpublished"] += 1
-        return now, counts
+        counts = tx.one("outbox_counts_of_saga", saga_id=saga_id) or {}
+        events = {key: int(counts.get(key) or 0) for key in ("unpublished", "published", "dead")}
+        return as_utc(tx.scalar("db_now")), events
 
     now, events = instances.db.transaction(clock_and_events, write=False)
     return _explain(instance, now, events)

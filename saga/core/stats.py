@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from saga.core.db import Database, Tx
 
 
@@ -74,19 +76,12 @@ def _collect(tx: Tx) -> dict[str, Any]:
 
 
 def _outbox(tx: Tx) -> dict[str, Any]:
-    row = tx.one("outbox_stats")
+    row: Mapping[str, Any] = tx.one("outbox_stats") or {}  # an aggregate: always one row
     last = tx.one("outbox_last_error")
-    published_last_minute = int(row["published_last_minute"] or 0) if row else 0
-    return {
-        "unpublished": int(row["unpublished"] or 0) if row else 0,
-        "dead": int(row["dead"] or 0) if row else 0,
-        "oldest_unpublished_age_s": round(float(row["oldest_unpublished_age_s"] or 0), 3)
-        if row
-        else 0.0,
-        "published": int(row["published"] or 0) if row else 0,
-        "published_last_minute": published_last_minute,
-        "publish_rate_per_s": round(published_last_minute / 60.0, 3),
-        "failing": int(row["failing"] or 0) if row else 0,
-        "broker_errors": int(row["broker_errors"] or 0) if row else 0,
-        "last_error": last["last_error"] if last else None,
-    }
+    counts = ("unpublished", "dead", "published", "published_last_minute", "failing")
+    figures: dict[str, Any] = {name: int(row.get(name) or 0) for name in counts}
+    figures["broker_errors"] = int(row.get("broker_errors") or 0)
+    figures["oldest_unpublished_age_s"] = round(float(row.get("oldest_unpublished_age_s") or 0), 3)
+    figures["publish_rate_per_s"] = round(figures["published_last_minute"] / 60.0, 3)
+    figures["last_error"] = last["last_error"] if last else None
+    return figures

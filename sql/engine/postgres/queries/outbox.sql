@@ -133,3 +133,10 @@ RETURNING event_id;
 -- name: verify_dead_events
 -- Events the broker refused until they were dead-lettered.
 SELECT event_id, type, last_error FROM outbox WHERE dead_at IS NOT NULL ORDER BY id;
+
+-- name: outbox_counts_of_saga
+-- One saga's events: waiting, published, dead-lettered.
+SELECT count(*) FILTER (WHERE published_at IS NULL AND dead_at IS NULL) AS unpublished,
+       count(*) FILTER (WHERE published_at IS NOT NULL) AS published,
+       count(*) FILTER (WHERE dead_at IS NOT NULL) AS dead
+FROM outbox WHERE saga_id = :saga_id;
