@@ -5,8 +5,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
-
     from saga.core.db import Database, Tx
 
 
@@ -76,7 +74,7 @@ def _collect(tx: Tx) -> dict[str, Any]:
 
 
 def _outbox(tx: Tx) -> dict[str, Any]:
-    row: Mapping[str, Any] = tx.one("outbox_stats") or {}  # an aggregate: always one row
+    row: dict[str, Any] = dict(tx.one("outbox_stats") or {})  # an aggregate: one row
     last = tx.one("outbox_last_error")
     counts = ("unpublished", "dead", "published", "published_last_minute", "failing")
     figures: dict[str, Any] = {name: int(row.get(name) or 0) for name in counts}
