@@ -1,32 +1,82 @@
 """
-Named crash points for fault-injection tests.
+Named crash points for fault-injection tests and the chaos harness.
 
-``SAGA_CRASH_POINTS=request_payment.after_call`` makes a worker process die
-(``os._exit``, no cleanup, like a kill) the first time it reaches that point,
-so a test can prove recovery from the worst moment: after the provider
-acted and before the engine recorded it.  Unset, a crash point costs one
-dictionary lookup.
+``SAGA_CRASH_POINTS=request_payment.after_call`` makes a process die
+(``os._exit``, no cleanup, like a kill) when it reaches that point, so a test
+can prove recovery from the worst moment: after the provider acted and
+before the engine recorded it.  ``*`` names every point.
+
+Two modes:
+
+- once (the default): the point fires the first time it is reached, and
+  never again for the same ``SAGA_CRASH_MARKER`` (a file per point records
+  that it fired), so the restarted process gets past it;
+- at a rate (``SAGA_CRASH_RATE=0.02``): each time a point is reached it
+  fires with that probability, drawn from ``SAGA_CRASH_SEED`` so that a
+  process's sequence of decisions is reproducible (``saga chaos``).
+
+With ``SAGA_CRASH_REPORT`` naming a directory, the dying process leaves a
+file there naming the point, so a harness can count crashes by point.
+Unset, a crash point costs one dictionary lookup.
 """
 
 from __future__ import annotations
 
 import os
+import random
 from pathlib import Path
 from typing import Final
 
 _ENV: Final = "SAGA_CRASH_POINTS"
 EXIT_CODE: Final = 137
 
+# Every point the engine and the purchase application declare, by boundary.
+CRASH_POINTS: Final = (
+    "accept.after_commit",  # the acceptance committed, the caller not yet answered
+    "request_payment.before_call",  # the intent committed, the provider not yet asked
+    "request_payment.after_call",  # the provider answered, the answer not yet recorded
+    "cancel_payment.after_call",  # compensation: the provider cancelled, not yet recorded
+    "refund.before_call",  # compensation: the refund intent committed, not yet asked
+    "refund.after_call",  # compensation: the provider refunded, not yet recorded
+    "timer.before_fire",  # a timer batch claimed, this timer not yet fired
+    "worker.before_complete",  # a batch of results computed, not yet completed
+    "checker.after_answer",  # the provider answered the checker, no decision yet
+    "webhook.after_inbox",  # the inbox committed a webhook, the sender not yet answered
+    "relay.before_publish",  # an outbox batch claimed, nothing published
+    "relay.after_publish",  # published and confirmed, not yet marked
+    "consumer.before_ack",  # a message handled and committed, not yet acknowledged
+)
+
+_rng: random.Random | None = None
+
 
 def crash_point(name: str) -> None:
-    """Die here if a test asked for it; each point fires once per marker file."""
+    """Die here if the process was told to (see the module's docstring)."""
     wanted = os.environ.get(_ENV)
-    if not wanted or name not in wanted.split(","):
+    if not wanted:
         return
-    marker = os.environ.get("SAGA_CRASH_MARKER")
-    if marker:
-        path = Path(f"{marker}.{name}")
-        if path.exists():
+    points = wanted.split(",")
+    if name not in points and "*" not in points:
+        return
+    rate = os.environ.get("SAGA_CRASH_RATE")
+    if rate is not None:
+        if _draw() >= float(rate):
             return
-        path.write_text(str(os.getpid()))
+    else:
+        marker = os.environ.get("SAGA_CRASH_MARKER")
+        if marker:
+            path = Path(f"{marker}.{name}")
+            if path.exists():
+                return
+            path.write_text(str(os.getpid()))
+    report = os.environ.get("SAGA_CRASH_REPORT")
+    if report:
+        Path(report, f"{os.getpid()}.{name}").write_text(name)
     os._exit(EXIT_CODE)
+
+
+def _draw() -> float:
+    global _rng  # noqa: PLW0603 - one generator per process, seeded once
+    if _rng is None:
+        _rng = random.Random(os.environ.get("SAGA_CRASH_SEED", "0"))  # noqa: S311 - a fault schedule
+    return _rng.random()

@@ -22,6 +22,7 @@ import psycopg
 import structlog
 from psycopg import sql
 
+from saga.core.faults import crash_point
 from saga.core.handlers import Apply, Handlers, JobKind, error_text
 from saga.core.queue import DEFAULT_LEASE_SECONDS, Done, Job, Queue
 
@@ -292,6 +293,7 @@ class Worker:
     def _flush(self, done: Sequence[Done]) -> None:
         if not done:
             return
+        crash_point("worker.before_complete")
         try:
             owned = self.queue.complete(done)
         except Exception as exc:  # noqa: BLE001 - the leases expire and the jobs come back

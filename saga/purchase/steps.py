@@ -164,6 +164,7 @@ class PurchaseSteps:
         payment = self.provider.cancel_payment(key=intent["key"])
         if payment is None:
             return {"skipped": "the provider has no such payment"}
+        crash_point("cancel_payment.after_call")
         return Apply(
             lambda tx: apply_payment(
                 tx, self.registry, saga_id, payment, actor="worker", cause="provider cancellation"
@@ -215,6 +216,7 @@ class PurchaseSteps:
         )
         if intent is None:
             return {"skipped": "the purchase no longer waits for a refund"}
+        crash_point("refund.before_call")
         refund = self.provider.refund(
             key=intent["key"], payment_id=charge.payment_id, amount_minor=amount
         )

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from saga import crash_point
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase.inbox import ProviderEvent
 
@@ -53,6 +54,7 @@ class SandboxWebhooks:
                     # provider retrying a webhook the receiver answered with 503.
                     log.warning("webhook_deferred", event_id=webhook.event_id, error=exc.message)
                     continue
+            crash_point("webhook.after_inbox")
             sandbox.delivered(webhook)
         return len(webhooks)
 
