@@ -154,7 +154,7 @@ def test_killed_before_a_batch_completed_its_results_are_computed_again_once(db_
         recover(approvals)
         done = rows(
             approvals,
-            "SELECT state, attempts FROM jobs WHERE kind = :kind",
+            "SELECT state, attempts FROM job_archive WHERE kind = :kind",
             kind="approval.notify_reviewer",
         )
         assert [{"state": "done", "attempts": 2}] == done
