@@ -27,15 +27,22 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     from saga.core.checker import Checker, Verdict
     from saga.core.consumer import Consumer
     from saga.core.db import Database, Tx, normalize_url
+    from saga.core.dlq import DeadLetters
+    from saga.core.dlq import Filter as DeadLetterFilter
     from saga.core.engine import Engine, default_registry
-    from saga.core.faults import crash_point
+    from saga.core.faults import CRASH_POINTS, crash_point
+    from saga.core.fleet import FleetReport, WorkerFleet
     from saga.core.handlers import Apply, Handlers, JobKind, Step, classify_error, error_text
     from saga.core.inbox import Message, Route, by_saga_id
     from saga.core.invariants import Invariant, Report
     from saga.core.jobs import NewJob, enqueue_in
+    from saga.core.netfault import Outage
     from saga.core.outbox import Emit, Event
     from saga.core.pollers import Poller
     from saga.core.queue import Job, Queue, fence_in
+    from saga.core.rabbitmq import consume as consume_events
+    from saga.core.rabbitmq import declare as declare_events_queue
+    from saga.core.rabbitmq import remove as remove_exchange
     from saga.core.recon import (
         ContradictedDecision,
         Decision,
@@ -62,6 +69,7 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     )
     from saga.core.sqlfiles import SqlComponent
     from saga.core.stats import collect as collect_stats
+    from saga.core.supervisor import WorkerOptions
     from saga.core.verify import verify
     from saga.core.worker import Worker
     from saga.exceptions import SagaError
@@ -72,6 +80,16 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
 # name is used, so ``saga --help`` and light commands never load SQLAlchemy.
 _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Application": ("saga.core.app", "Application"),
+    "DeadLetterFilter": ("saga.core.dlq", "Filter"),
+    "DeadLetters": ("saga.core.dlq", "DeadLetters"),
+    "CRASH_POINTS": ("saga.core.faults", "CRASH_POINTS"),
+    "FleetReport": ("saga.core.fleet", "FleetReport"),
+    "Outage": ("saga.core.netfault", "Outage"),
+    "WorkerFleet": ("saga.core.fleet", "WorkerFleet"),
+    "WorkerOptions": ("saga.core.supervisor", "WorkerOptions"),
+    "consume_events": ("saga.core.rabbitmq", "consume"),
+    "declare_events_queue": ("saga.core.rabbitmq", "declare"),
+    "remove_exchange": ("saga.core.rabbitmq", "remove"),
     "Apply": ("saga.core.handlers", "Apply"),
     "Backoff": ("saga.core.backoff", "Backoff"),
     "Change": ("saga.core.sagas", "Change"),
@@ -164,6 +182,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CRASH_POINTS",
     "Application",
     "Apply",
     "Backoff",
@@ -173,11 +192,14 @@ __all__ = [
     "Context",
     "ContradictedDecision",
     "Database",
+    "DeadLetterFilter",
+    "DeadLetters",
     "Decision",
     "Emit",
     "Engine",
     "Event",
     "Fired",
+    "FleetReport",
     "Handlers",
     "Invariant",
     "Job",
@@ -187,6 +209,7 @@ __all__ = [
     "Machine",
     "Message",
     "NewJob",
+    "Outage",
     "OutcomeUnknown",
     "PermanentError",
     "Poller",
@@ -216,11 +239,15 @@ __all__ = [
     "Tx",
     "Verdict",
     "Worker",
+    "WorkerFleet",
+    "WorkerOptions",
     "by_saga_id",
     "classify_error",
     "codec",
     "collect_stats",
+    "consume_events",
     "crash_point",
+    "declare_events_queue",
     "default_registry",
     "enqueue_in",
     "error_text",
@@ -234,6 +261,7 @@ __all__ = [
     "normalize_url",
     "open_review",
     "record_observation",
+    "remove_exchange",
     "to_mermaid",
     "validation",
     "verify",

@@ -4,22 +4,21 @@ The test broker: RabbitMQ on the machine, a throwaway exchange per test.
 ``SAGA_TEST_BROKER_URL`` (default the local server, guest/guest).  Without a
 reachable broker the tests are skipped, except under ``CI=true``, where that
 is a failure.  Each test's exchanges and queues carry a unique prefix and are
-deleted afterwards.  :class:`Outage` is a TCP forwarder in front of the
-broker that a test can cut and restore: a real outage, as the client sees it.
+deleted afterwards.  :class:`~saga.core.netfault.Outage` is a TCP forwarder
+in front of the broker that a test can cut and restore: a real outage, as the
+client sees it.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import socket
-import threading
 import uuid
-from contextlib import suppress
 
 import pytest
 
-from saga.core.rabbitmq import connect, declare
+from saga.core.netfault import Outage
+from saga.core.rabbitmq import connect, declare, remove
 from saga.exceptions import BrokerUnavailable
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
@@ -86,15 +85,7 @@ class Broker:
 
     def cleanup(self) -> None:
         """Delete this test's queues and exchanges."""
-        connection = connect(self.url)
-        try:
-            channel = connection.channel()
-            for queue in self.queues:
-                channel.queue_delete(queue)
-            for exchange in (self.exchange, f"{self.exchange}.unrouted"):
-                channel.exchange_delete(exchange)
-        finally:
-            connection.close()
+        remove(self.url, exchange=self.exchange, queues=self.queues)
 
 
 @pytest.fixture
@@ -108,78 +99,11 @@ def broker():
         made.cleanup()
 
 
-class Outage:
-    """
-    A TCP forwarder to the broker that can be cut: ``down()`` closes every
-    connection through it and refuses new ones; ``up()`` accepts again.
-    """
-
-    def __init__(self, host: str = "127.0.0.1", port: int = 5672) -> None:
-        self.target = (host, port)
-        self._server = socket.create_server(("127.0.0.1", 0))
-        self.port = self._server.getsockname()[1]
-        self._open = threading.Event()
-        self._open.set()
-        self._sockets: list[socket.socket] = []
-        self._lock = threading.Lock()
-        self._stop = False
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    @property
-    def url(self) -> str:
-        """The broker's URL through this forwarder."""
-        return f"amqp://guest:guest@127.0.0.1:{self.port}/%2F"
-
-    def _accept(self) -> None:
-        while not self._stop:
-            try:
-                client, _ = self._server.accept()
-            except OSError:
-                return
-            if not self._open.is_set():
-                client.close()
-                continue
-            upstream = socket.create_connection(self.target)
-            with self._lock:
-                self._sockets += [client, upstream]
-            for a, b in ((client, upstream), (upstream, client)):
-                threading.Thread(target=self._pipe, args=(a, b), daemon=True).start()
-
-    @staticmethod
-    def _pipe(source: socket.socket, sink: socket.socket) -> None:
-        with suppress(OSError):
-            while data := source.recv(65536):
-                sink.sendall(data)
-        for s in (source, sink):
-            with suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-
-    def down(self) -> None:
-        """Cut every connection and refuse new ones."""
-        self._open.clear()
-        with self._lock:
-            sockets, self._sockets = self._sockets, []
-        for s in sockets:
-            with suppress(OSError):
-                s.shutdown(socket.SHUT_RDWR)
-            s.close()
-
-    def up(self) -> None:
-        """Accept connections again."""
-        self._open.set()
-
-    def close(self) -> None:
-        """Stop forwarding."""
-        self._stop = True
-        self.down()
-        self._server.close()
-
-
 @pytest.fixture
 def outage():
     """A cuttable path to the broker."""
     require_broker()
-    proxy = Outage()
+    proxy = Outage(BROKER_URL)
     try:
         yield proxy
     finally:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from saga.cli import (
     catalogue,
+    chaos,
     demo,
     events,
     instances,
@@ -45,7 +46,19 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     add_common_options(parser, top_level=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     commands: dict[str, Command] = {}
-    modules = (misc, catalogue, purchase, instances, messages, queue, events, retention, ops, demo)
+    modules = (
+        misc,
+        catalogue,
+        purchase,
+        instances,
+        messages,
+        queue,
+        events,
+        retention,
+        ops,
+        demo,
+        chaos,
+    )
     for module in modules:
         commands.update(module.register(subparsers))
     return parser, commands

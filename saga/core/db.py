@@ -58,6 +58,11 @@ LOCK_WAIT_ENV: Final = "SAGA_LOCK_WAIT_SECONDS"
 DEFAULT_LOCK_WAIT_S: Final = 60.0
 
 
+# An engine transaction never waits on anything but the database: one left
+# open this long belongs to a process that stopped (PostgreSQL ends it).
+IDLE_IN_TRANSACTION_S: Final = 30.0
+
+
 def lock_wait_from_env() -> float:
     """``$SAGA_LOCK_WAIT_SECONDS`` if set (a positive number), else 60 s."""
     text = os.environ.get(LOCK_WAIT_ENV, "").strip()
@@ -190,7 +195,8 @@ class Database:
     Args:
         url: ``postgresql://…`` or ``sqlite:///FILE``.
         pool_size: connections kept open per process (PostgreSQL).
-        application_name: shown in ``pg_stat_activity``.
+        application_name: shown in ``pg_stat_activity`` (default
+            ``$SAGA_APPLICATION_NAME``, else ``saga``).
         field: the option that named ``url``, for error messages.
         lock_wait: seconds a transaction waits for a lock before it gives up
             (default ``$SAGA_LOCK_WAIT_SECONDS``, else 60).
@@ -204,7 +210,7 @@ class Database:
         url: str,
         *,
         pool_size: int = 5,
-        application_name: str = "saga",
+        application_name: str | None = None,
         components: Sequence[SqlComponent] = (ENGINE,),
         field: str = "db",
         lock_wait: float | None = None,
@@ -225,7 +231,8 @@ class Database:
         self._preparing = False
         self._lock = threading.RLock()
         if self.dialect == "postgres":
-            self.engine = self._postgres_engine(pool_size, application_name)
+            name = application_name or os.environ.get("SAGA_APPLICATION_NAME") or "saga"
+            self.engine = self._postgres_engine(pool_size, name)
         else:
             self.engine = self._sqlite_engine()
 
@@ -233,12 +240,26 @@ class Database:
         return f"<Database {self.url.render_as_string(hide_password=True)}>"
 
     def _postgres_engine(self, pool_size: int, application_name: str) -> Engine:
+        # A lock wait is bounded like SQLite's busy wait; and a session that
+        # sits in an open transaction (its process paused, partitioned or
+        # hung) is ended by the server, so its row locks cannot stop every
+        # other worker.  Options the URL already carries (a search_path) stay.
+        given = self.url.query.get("options", "")
+        given = " ".join(given) if isinstance(given, tuple) else given
+        options = (
+            f"{given} -c lock_timeout={int(self.lock_wait * 1000)}"
+            f" -c idle_in_transaction_session_timeout={int(IDLE_IN_TRANSACTION_S * 1000)}"
+        ).strip()
         return sa.create_engine(
             self.url,
             pool_size=pool_size,
             max_overflow=pool_size,
             pool_pre_ping=True,
-            connect_args={"application_name": application_name, "connect_timeout": 10},
+            connect_args={
+                "application_name": application_name,
+                "connect_timeout": 10,
+                "options": options,
+            },
         )
 
     def _sqlite_engine(self) -> Engine:

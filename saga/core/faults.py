@@ -78,5 +78,5 @@ def crash_point(name: str) -> None:
 def _draw() -> float:
     global _rng  # noqa: PLW0603 - one generator per process, seeded once
     if _rng is None:
-        _rng = random.Random(os.environ.get("SAGA_CRASH_SEED", "0"))  # noqa: S311 - a fault schedule
+        _rng = random.Random(os.environ.get("SAGA_CRASH_SEED", "0"))
     return _rng.random()

@@ -96,6 +96,19 @@ def declare(url: str, *, exchange: str, queue: str, bindings: Sequence[str]) -> 
         connection.close()
 
 
+def remove(url: str, *, exchange: str, queues: Sequence[str] = ()) -> None:
+    """Delete ``queues``, ``exchange`` and its alternate with its queue (a harness cleaning up)."""
+    connection = connect(url)
+    try:
+        channel = connection.channel()
+        for queue in (*queues, f"{exchange}.unrouted"):
+            channel.queue_delete(queue)
+        for name in (exchange, f"{exchange}.unrouted"):
+            channel.exchange_delete(name)
+    finally:
+        connection.close()
+
+
 def message_properties(event: Event) -> Any:
     """Persistent, JSON, with the event's id and type where AMQP tools look."""
     pika = _pika()

@@ -9,3 +9,13 @@ ALTER TABLE saga_transitions DISABLE TRIGGER saga_transitions_no_update_or_delet
 -- name: testing_restore_audit_guard
 -- The audit trail is append-only again.
 ALTER TABLE saga_transitions ENABLE TRIGGER saga_transitions_no_update_or_delete;
+
+-- name: testing_terminate_sessions
+-- Fault injection: end every other session of one application name (the
+-- chaos harness's workers), as a failover or an administrator would.
+SELECT count(*) FILTER (WHERE ended) AS terminated
+FROM (
+    SELECT pg_terminate_backend(pid) AS ended
+    FROM pg_stat_activity
+    WHERE application_name = :application_name AND pid <> pg_backend_pid()
+) AS sessions;

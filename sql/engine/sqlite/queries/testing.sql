@@ -13,3 +13,7 @@ CREATE TRIGGER saga_transitions_no_update
 BEGIN
     SELECT RAISE(ABORT, 'saga_transitions is append-only: UPDATE refused');
 END;
+
+-- name: testing_terminate_sessions
+-- An embedded database has no sessions to end: nothing is terminated.
+SELECT 0 AS terminated WHERE :application_name IS NOT NULL OR 1 = 1;
