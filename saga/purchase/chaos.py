@@ -163,7 +163,6 @@ def _fleet(
     run_id: str,
     outage: Outage | None,
     exchange: str,
-    *,
     crash_rate: float,
 ) -> WorkerFleet:
     worker = WorkerOptions(
