@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 from saga import (
     CRASH_POINTS,
     Outage,
+    Queue,
     WorkerFleet,
     WorkerOptions,
     collect_stats,
@@ -34,6 +35,7 @@ from saga import (
     verify,
 )
 from saga import declare_events_queue as declare_queue
+from saga.exceptions import DatabaseError
 from saga.purchase.chaos_actors import Clients, EventWatcher, Operators, Weather
 from saga.purchase.chaos_plan import ChaosPlan
 
@@ -51,6 +53,9 @@ CRASH_RATE: Final = 0.004
 WINDOW: Final = 30
 SETTLED: Final = frozenset({"confirmed", "expired", "cancelled", "refunded"})
 TICK_S: Final = 0.05
+# Work due further away than this does not keep a run from ending.
+REST_HORIZON_S: Final = 120.0
+TIMER_KIND: Final = "saga.timeout"
 
 
 @dataclass(frozen=True, slots=True)
@@ -207,10 +212,10 @@ def _loop(
             settled = _settled(rows, run)
             if progress is not None:
                 progress(settled, len(run.plan.orders), "faults" if faulty else "settling")
-            if run.clients.done and settled >= len(run.clients.acknowledged):
+            if run.clients.done and _at_rest(engine, run, settled):
                 if faulty:
                     _calm_down(engine, run, options)
-                elif _idle(engine, run):
+                else:
                     run.settled = True
                     return
         run.clients.cancel_due(now)
@@ -276,6 +281,25 @@ def _calm_down(engine: Engine, run: _Run, options: ChaosOptions) -> None:
     run.fleet = healthy
     run.weather.fleet = healthy
     healthy.start()
+
+
+def _at_rest(engine: Engine, run: _Run, settled: int) -> bool:
+    """
+    Nothing more will happen by itself: no work due or running, nothing due soon.
+
+    Either every purchase settled, or those that did not wait on nothing the
+    machine will do (a dead letter, a finding ``verify`` reports).
+    """
+    try:
+        if not _idle(engine, run):
+            return False
+        if settled >= len(run.clients.acknowledged):
+            return True
+        kinds = {kind.name for kind in engine.step_kinds()} | {TIMER_KIND}
+        wait = Queue(engine.db).next_due_in(kinds)
+    except DatabaseError:
+        return False
+    return wait is None or wait > REST_HORIZON_S
 
 
 def _idle(engine: Engine, run: _Run) -> bool:

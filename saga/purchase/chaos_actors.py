@@ -151,12 +151,7 @@ class Operators:
     def work(self) -> None:
         """One pass over the dead letters and the open items."""
         try:
-            replayed = DeadLetters(self.engine.db).replay(
-                DeadLetterFilter(),
-                actor=OPERATOR,
-                reason="chaos: the workers died under it, not the job's fault",
-            )
-            self.counts["dead_letters_replayed"] += len(replayed.replayed)
+            self._replay_crashed()
             items = self.engine.recon.find(status="open", limit=200)
         except DatabaseError:
             return
@@ -166,6 +161,24 @@ class Operators:
             if item.owner == "checker" and (fresh or self.rng.random() < 0.5):
                 continue  # the checker's turn first
             self._decide(item)
+
+    def _replay_crashed(self) -> None:
+        """
+        Replay the jobs dead-lettered because their workers kept dying under them.
+
+        Those deaths are the harness's doing, not the job's; any other dead
+        letter (a permanent error) is a finding, left for ``verify`` to report.
+        """
+        letters = DeadLetters(self.engine.db)
+        for letter in letters.find(limit=1000):
+            if letter.error_class != "crashed":
+                continue
+            replayed = letters.replay(
+                DeadLetterFilter(job_id=letter.id),
+                actor=OPERATOR,
+                reason="chaos: the workers died under it, not the job's fault",
+            )
+            self.counts["dead_letters_replayed"] += len(replayed.replayed)
 
     def _decide(self, item: ReconItem) -> None:
         try:
