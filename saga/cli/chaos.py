@@ -89,6 +89,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _chaos(args: argparse.Namespace, out: Output) -> int:
     import secrets
+    import signal
 
     from tqdm import tqdm
 
@@ -104,6 +105,9 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
     points = _names(args.crash_points, "crash_points", CRASH_POINTS)
     kinds = _names(args.faults, "faults", tuple(kind for kind, _, _ in FAULT_KINDS))
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
+    # A stopped harness stops its workers too (paused ones included): SIGTERM
+    # unwinds like Ctrl-C, through the run's cleanup.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     # First, so that a run that dies still says how to replay it.
     print(f"saga chaos: seed {seed}", file=sys.stderr, flush=True)
     options = ChaosOptions(

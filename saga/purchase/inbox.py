@@ -243,6 +243,7 @@ def deliver_in(
             evidence={
                 "what": f"event {event.event_id} ({event.type}) claims money the provider "
                 "does not confirm",
+                "event_id": event.event_id,
                 "event": payload,
                 "provider": truth.to_json(),
                 "contradictions": contradictions,

@@ -12,11 +12,12 @@ never heard of.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from saga import Invariant
+from saga.codec import load_json
 from saga.exceptions import SagaError
 from state_machine.purchase import PURCHASE
 
@@ -54,6 +55,8 @@ def _facts(tx: Tx) -> dict[str, Any]:
         "refunds": tx.all("verify_refunds"),
         "external": tx.all("verify_external"),
         "access": tx.all("verify_access"),
+        "reviews": tx.all("verify_event_reviews"),
+        "expiries": tx.all("verify_expiries"),
     }
 
 
@@ -261,6 +264,40 @@ def _money_fencing(facts: dict[str, Any], view: ProviderView) -> Invariant:
     return rule
 
 
+def _one_review_per_event(facts: dict[str, Any], view: ProviderView) -> Invariant:
+    rule = Invariant(
+        "one_review_per_event",
+        "a provider event contradicting the provider puts its evidence before operators once",
+    )
+    seen: Counter[str] = Counter()
+    for row in facts["reviews"]:
+        evidence = load_json(row["evidence"]) or {}
+        for part in [evidence, *evidence.get("contradictions", [])]:
+            if part.get("event_id"):
+                seen[str(part["event_id"])] += 1
+    rule.checked = len(seen)
+    for event, times in sorted(seen.items()):
+        if times > 1:
+            rule.problems.append(f"event {event} was put before operators {times} times")
+    return rule
+
+
+def _asked_before_expiry(facts: dict[str, Any], view: ProviderView) -> Invariant:
+    rule = Invariant(
+        "asked_before_expiry",
+        "a hold with a payment requested expires only on the provider's answer, kept in its "
+        "audit row (never blindly)",
+    )
+    for row in facts["expiries"]:
+        payload = load_json(row["payload"]) or {}
+        answer = payload.get("provider_payment")
+        rule.check(
+            isinstance(answer, dict) and "found" in answer,
+            f"purchase {row['saga_id']} v{row['version']} expired without the provider's answer",
+        )
+    return rule
+
+
 def _access(facts: dict[str, Any], view: ProviderView) -> Invariant:
     rule = Invariant(
         "access_follows_state",
@@ -286,5 +323,7 @@ PURCHASE_CHECKS: Final[tuple[Callable[[dict[str, Any], ProviderView], Invariant]
     _refunded_within_charged,
     _records_match_provider,
     _money_fencing,
+    _one_review_per_event,
+    _asked_before_expiry,
     _access,
 )

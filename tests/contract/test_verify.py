@@ -19,6 +19,8 @@ from psycopg import sql as psql
 from saga.core.supervisor import builtin_handlers
 from saga.core.verify import verify
 from saga.core.worker import Worker
+from saga.testing import SagaClock
+from saga.purchase.inbox import ProviderEvent
 from tests.helpers import execute, scalar
 from tests.purchases import cli_json
 
@@ -251,3 +253,69 @@ def test_provider_reachable_names_the_missing_ledger(world, db_url, capsys):
     assert (1, ["provider_reachable"]) == (code, sorted(failing))
     assert "sandbox" in failing["provider_reachable"]["examples"][0]
     assert 0 == scalar(world, "SELECT count(*) FROM external_movements")
+
+
+def forged_success(world):
+    """A success event with another amount: the provider contradicts it, a review opens."""
+    payment_id = world.purchases.get(world.ids["kept"]).payment["payment_id"]
+    event = ProviderEvent(
+        event_id="evt-forged",
+        type="payment.succeeded",
+        payment_id=payment_id,
+        amount_minor=1200,
+        currency="USD",
+    )
+    return world.inbox.deliver(event, source="sandbox")
+
+
+def test_one_review_per_event_holds_when_the_inbox_takes_a_redelivery(world):
+    """The same contradicting event twice: the inbox knows it, one review."""
+    first, again = forged_success(world), forged_success(world)
+    assert (first.review_item, True) == (again.review_item or first.review_item, again.duplicate)
+    assert set() == broken(world)
+
+
+def test_one_review_per_event(world):
+    """A contradicting event put before operators twice (an inbox that forgot it)."""
+    forged_success(world)
+    execute(
+        world,
+        "INSERT INTO recon_items (id, saga_id, kind, subject, reason, evidence, owner, "
+        "next_check_at, max_attempts, deadline) SELECT 'rec_again', saga_id, kind, subject, "
+        "reason, evidence, owner, next_check_at, max_attempts, deadline FROM recon_items "
+        "WHERE reason = 'event_contradicts_provider'",
+    )
+    assert broken(world) == {"one_review_per_event"}
+
+
+def expired_after_asking(world):
+    """A purchase whose hold ran out while its payment was pending: the provider was asked."""
+    saga_id = world.purchases.start(
+        operation_id="op-late",
+        intensive_id="js",
+        student_id="late",
+        payment_method="pm_stale_failure_first",
+        hold_seconds=600,
+    ).purchase.id
+    work(world)
+    SagaClock(world.db).advance(601)
+    work(world)
+    assert "expired" == world.purchases.get(saga_id).state
+    return saga_id
+
+
+def test_asked_before_expiry_holds_for_an_expiry_on_the_providers_answer(world):
+    expired_after_asking(world)
+    assert set() == broken(world)
+
+
+def test_asked_before_expiry(world):
+    """An expiry whose audit row has no answer from the provider: it expired blindly."""
+    saga_id = expired_after_asking(world)
+    unlock_audit(world)
+    execute(
+        world,
+        "UPDATE saga_transitions SET payload = '{}' WHERE saga_id = :id AND event = 'hold_expired'",
+        id=saga_id,
+    )
+    assert broken(world) == {"asked_before_expiry"}

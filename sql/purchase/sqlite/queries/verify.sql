@@ -30,3 +30,17 @@ FROM external_movements GROUP BY saga_id, direction ORDER BY saga_id, direction;
 -- name: verify_access
 -- Access granted to purchases, and whether it was taken back.
 SELECT saga_id, revoked_at FROM access_grants ORDER BY saga_id;
+
+-- name: verify_event_reviews
+-- The evidence of every item: a contradicting provider event opens a review
+-- or joins the saga's open item.
+SELECT id, evidence
+FROM recon_items;
+
+-- name: verify_expiries
+-- Every hold that ran out after a payment was requested, with what the audit
+-- row says the provider answered.
+SELECT t.saga_id, t.version, t.payload
+FROM saga_transitions t
+JOIN payments pay ON pay.saga_id = t.saga_id AND pay.created_at < t.at
+WHERE t.event = 'hold_expired';
