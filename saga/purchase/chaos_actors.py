@@ -12,8 +12,8 @@ find any lost between the commit and the consumer.
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
-import json
 import threading
 import time
 from collections import Counter, deque
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 import structlog
 
 from saga import DeadLetterFilter, DeadLetters, consume_events
+from saga.codec import load_json
 from saga.exceptions import (
     BrokerUnavailable,
     ConflictError,
@@ -229,6 +230,7 @@ class Weather:
     rng: random.Random
     counts: Counter[str] = field(default_factory=Counter)
     _next: int = 0
+    _forged: list[ProviderEvent] = field(default_factory=list)
 
     def tick(self, now: float, *, faults_on: bool) -> None:
         """Apply the faults due by ``now`` (each lifts itself when its time is up)."""
@@ -281,23 +283,33 @@ class Weather:
         return applied
 
     def _redeliver(self, how_many: int) -> int:
-        """Deliver some events the inbox already took again: duplicates, late, out of order."""
+        """
+        Deliver events the inbox already took again (duplicates, late, out of order).
+
+        One in three times, also an event that contradicts the provider (a
+        success for more money than was charged, as a replayed or forged
+        webhook would claim) is delivered, and again at the next redelivery.
+        """
         rows = self.engine.db.transaction(
             lambda tx: tx.all("chaos_delivered_events", limit=200), write=False
         )
+        events = [_event(row["event_id"], load_json(row["payload"])) for row in rows]
+        chosen = self.rng.sample(events, min(how_many, len(events)))
+        chosen += self._forged
+        self._forged = []
+        successes = [e for e in events if e.type == "payment.succeeded"]
+        if successes and self.rng.random() < 1 / 3:
+            model = self.rng.choice(successes)
+            forged = dataclasses.replace(
+                model,
+                event_id=f"{model.event_id}_forged",
+                amount_minor=(model.amount_minor or 0) + 100,
+            )
+            chosen.append(forged)
+            self._forged.append(forged)
+            self.counts["webhooks_forged"] += 1
         done = 0
-        for row in self.rng.sample(list(rows), min(how_many, len(rows))):
-            body = (
-                row["payload"] if isinstance(row["payload"], dict) else json.loads(row["payload"])
-            )
-            event = ProviderEvent(
-                event_id=row["event_id"],
-                type=body["type"],
-                payment_id=body["payment_id"],
-                amount_minor=body.get("amount_minor"),
-                currency=body.get("currency"),
-                refund_id=body.get("refund_id"),
-            )
+        for event in chosen:
             try:
                 self.engine.inbox.deliver(event, source="sandbox")
             except (ProviderUnavailable, DatabaseError):
@@ -305,6 +317,17 @@ class Weather:
             done += 1
             self.counts["webhooks_redelivered"] += 1
         return done
+
+
+def _event(event_id: str, body: dict[str, Any]) -> ProviderEvent:
+    return ProviderEvent(
+        event_id=event_id,
+        type=body["type"],
+        payment_id=body["payment_id"],
+        amount_minor=body.get("amount_minor"),
+        currency=body.get("currency"),
+        refund_id=body.get("refund_id"),
+    )
 
 
 class EventWatcher:

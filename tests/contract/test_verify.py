@@ -19,8 +19,8 @@ from psycopg import sql as psql
 from saga.core.supervisor import builtin_handlers
 from saga.core.verify import verify
 from saga.core.worker import Worker
-from saga.testing import SagaClock
 from saga.purchase.inbox import ProviderEvent
+from saga.testing import SagaClock
 from tests.helpers import execute, scalar
 from tests.purchases import cli_json
 
