@@ -25,7 +25,10 @@ from __future__ import annotations
 import os
 import random
 from pathlib import Path
-from typing import Final
+from typing import TYPE_CHECKING, Final, NoReturn
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 _ENV: Final = "SAGA_CRASH_POINTS"
 EXIT_CODE: Final = 137
@@ -48,6 +51,8 @@ CRASH_POINTS: Final = (
 )
 
 _rng: random.Random | None = None
+# How a crash point ends the process; an in-process test may swap it for an exception.
+_die: Callable[[int], NoReturn] = os._exit
 
 
 def crash_point(name: str) -> None:
@@ -72,7 +77,7 @@ def crash_point(name: str) -> None:
     report = os.environ.get("SAGA_CRASH_REPORT")
     if report:
         Path(report, f"{os.getpid()}.{name}").write_text(name)
-    os._exit(EXIT_CODE)
+    _die(EXIT_CODE)
 
 
 def _draw() -> float:
