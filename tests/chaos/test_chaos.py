@@ -133,7 +133,7 @@ def test_bad_input_is_refused_before_anything_is_created(tmp_path, flag, value, 
 # Each variant, the run that exposes it, and where the report says so.  Two
 # variants of the switchboard are not here, because a run catches them by
 # chance, not by design (see docs/chaos.md): no_fencing needs a pause to land
-# between a worker's claim and its completion (caught in 3 of 5 runs), and
+# between a worker's claim and its completion (caught in 4 of 6 runs), and
 # cas_without_version needs two writers deciding on one saga at once with the
 # same state, which the state condition it keeps already refuses.
 VARIANTS = {
