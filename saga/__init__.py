@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     from saga.core.netfault import Outage
     from saga.core.outbox import Emit, Event
     from saga.core.pollers import Poller
-    from saga.core.queue import Job, Queue, fence_in
+    from saga.core.queue import Job, Queue, fence_in, fenced
     from saga.core.rabbitmq import consume as consume_events
     from saga.core.rabbitmq import declare as declare_events_queue
     from saga.core.rabbitmq import remove as remove_exchange
@@ -151,6 +151,7 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "error_text": ("saga.core.handlers", "error_text"),
     "exceptions": ("saga.exceptions", None),
     "fence_in": ("saga.core.queue", "fence_in"),
+    "fenced": ("saga.core.queue", "fenced"),
     "fire_in": ("saga.core.sagas", "fire_in"),
     "get_in": ("saga.core.sagas", "get_in"),
     "guard": ("state_machine", "guard"),
@@ -253,6 +254,7 @@ __all__ = [
     "error_text",
     "exceptions",
     "fence_in",
+    "fenced",
     "fire_in",
     "get_in",
     "guard",

@@ -28,6 +28,7 @@ __all__ = [
     "IdempotencyConflict",
     "InvalidInput",
     "JobConflict",
+    "LeaseLost",
     "NotFound",
     "ProviderUnavailable",
     "PublishFailed",
@@ -92,6 +93,18 @@ class JobConflict(ConflictError):
     def __init__(self, *, job_id: str) -> None:
         self.job_id = job_id
         super().__init__(f"job {job_id!r} already exists with another kind or payload")
+        self._kwargs = {"job_id": job_id}
+
+
+class LeaseLost(ConflictError):
+    """The job's lease was lost before its transaction ended; that transaction rolled back."""
+
+    def __init__(self, *, job_id: str) -> None:
+        self.job_id = job_id
+        super().__init__(
+            f"the lease on job {job_id} expired or passed to another worker before the "
+            "transaction ended; nothing it wrote was kept"
+        )
         self._kwargs = {"job_id": job_id}
 
 

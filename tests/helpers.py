@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from saga import Engine
+    from saga.core.db import Tx
 
 # Every table of the engine and of the purchase; dump reads those that exist
 # (an application without the purchase's SQL has none of its tables).
@@ -150,16 +151,23 @@ def db_now(engine: Engine) -> datetime:
     return as_utc(engine.db.transaction(lambda tx: tx.scalar("db_now"), write=False))
 
 
-def expire_lease(engine: Engine, job_id: str) -> None:
-    """Move a job's lease a day into the past: the database clock says it expired."""
-    if engine.db.dialect == "sqlite":
-        sql = (
+def _expire_lease_sql(dialect: str) -> str:
+    if dialect == "sqlite":
+        return (
             "UPDATE jobs SET lease_until = strftime('%Y-%m-%dT%H:%M:%fZ', "
             "julianday(lease_until) - 1.0) WHERE id = :id"
         )
-    else:
-        sql = "UPDATE jobs SET lease_until = lease_until - interval '1 day' WHERE id = :id"
-    execute(engine, sql, id=job_id)
+    return "UPDATE jobs SET lease_until = lease_until - interval '1 day' WHERE id = :id"
+
+
+def expire_lease(engine: Engine, job_id: str) -> None:
+    """Move a job's lease a day into the past: the database clock says it expired."""
+    execute(engine, _expire_lease_sql(engine.db.dialect), id=job_id)
+
+
+def expire_lease_in(tx: Tx, job_id: str) -> None:
+    """:func:`expire_lease` inside a transaction (a worker stalled past its lease)."""
+    tx.conn.execute(sa.text(_expire_lease_sql(tx.db.dialect)), {"id": job_id})
 
 
 def make_due(engine: Engine, job_id: str) -> None:

@@ -21,7 +21,7 @@ import structlog
 
 from saga.codec import as_utc, iso, load_json, maybe_utc
 from saga.core.jobs import NewJob, enqueue_in, enqueue_many_in
-from saga.exceptions import NotFound
+from saga.exceptions import LeaseLost, NotFound
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
@@ -259,20 +259,23 @@ class Queue:
         """
         Run ``apply`` and complete ``job`` in one fenced transaction.
 
-        The lease is checked (row locked) before ``apply`` runs; if it is no
-        longer owned nothing happens and ``(False, None)`` comes back, so a
-        stale worker can change nothing.  ``apply``'s return value is
-        stored as the job's result.
+        The lease is checked last, when the job is archived (see
+        :func:`fenced`): if it is no longer owned then, the transaction rolls
+        back and ``(False, None)`` comes back, so a stale worker changes
+        nothing.  ``apply``'s return value is stored as the job's result.
         """
 
-        def work(tx: Tx) -> tuple[bool, T | None]:
-            if not fence_in(tx, [job]):
-                return False, None
+        def work(tx: Tx) -> T:
+            tx.lease = (job.id, job.token)
             value = apply(tx)
-            _archive(tx, [Done(job, value)])
-            return True, value
+            if not complete_in(tx, [Done(job, value)]):
+                raise LeaseLost(job_id=job.id)
+            return value
 
-        return self.db.transaction(work)
+        try:
+            return True, self.db.transaction(work)
+        except LeaseLost:
+            return False, None
 
     def retry(self, job: Job, *, delay: float, error: str, error_class: str) -> bool:
         """
@@ -364,9 +367,15 @@ def fence_in(tx: Tx, jobs: Sequence[Job]) -> set[str]:
     """
     Lock the jobs still owned under their tokens; the ids that are.
 
-    Fencing one job makes the transaction that job's: ``tx.lease`` names it,
-    so the saga and money writes that follow record whose lease they were
-    made under (see :attr:`saga.core.db.Tx.lease`).
+    Call it as the transaction's last statement (or use :func:`fenced`): a
+    lease checked first can expire while the transaction waits on a lock or
+    its process is paused, and writes made after that would commit under a
+    lease nobody holds.  Checked last, under the job's row lock (which keeps
+    a reclaim out until the commit) and with the heartbeat never reviving an
+    expired lease, it vouches for every write before it.  Fencing one job
+    makes the transaction that job's: ``tx.lease`` names it, so the saga and
+    money writes record whose lease they were made under (see
+    :attr:`saga.core.db.Tx.lease`).
     """
     items = json.dumps([{"id": job.id, "token": job.token} for job in jobs])
     owned = {row["id"] for row in tx.all("fence_jobs", items=items)}
@@ -375,19 +384,31 @@ def fence_in(tx: Tx, jobs: Sequence[Job]) -> set[str]:
     return owned
 
 
+def fenced(db: Database, job: Job, work: Callable[[Tx], T]) -> T:
+    """
+    Run ``work`` in one transaction that keeps its writes only while ``job`` is owned.
+
+    ``work`` runs first, with ``tx.lease`` naming the job; the lease is
+    checked last (:func:`fence_in`).  If it was lost meanwhile the
+    transaction rolls back and :class:`~saga.exceptions.LeaseLost` is raised.
+    """
+
+    def run(tx: Tx) -> T:
+        tx.lease = (job.id, job.token)
+        value = work(tx)
+        if not fence_in(tx, [job]):
+            raise LeaseLost(job_id=job.id)
+        return value
+
+    return db.transaction(run)
+
+
 def complete_in(tx: Tx, done: Sequence[Done]) -> set[str]:
     """:meth:`Queue.complete` inside ``tx``: fence and archive, store results, delete."""
     items = json.dumps([{"id": item.job.id, "token": item.job.token} for item in done])
     owned = {row["id"] for row in tx.all("archive_owned_jobs", items=items)}
     _finish(tx, [item for item in done if item.job.id in owned])
     return owned
-
-
-def _archive(tx: Tx, done: Sequence[Done]) -> None:
-    """Archive jobs already fenced in this transaction, then finish them."""
-    if done:
-        tx.run("archive_jobs", ids=json.dumps([item.job.id for item in done]))
-        _finish(tx, done)
 
 
 def _finish(tx: Tx, done: Sequence[Done]) -> None:

@@ -28,12 +28,12 @@ from saga import (
     crash_point,
     enqueue_in,
     error_text,
-    fence_in,
+    fenced,
     fire_in,
     open_review,
 )
 from saga.codec import as_utc
-from saga.exceptions import NotFound, TransitionNotAllowed
+from saga.exceptions import LeaseLost, NotFound, TransitionNotAllowed
 from saga.purchase.payments import (
     mark_payment_unknown,
     mark_refund_unknown,
@@ -103,7 +103,10 @@ class PurchaseSteps:
     def request_payment(self, job: Job) -> Any:
         """Write the intent, ask the provider to charge under its key, record the answer."""
         saga_id = str(job.payload["saga_id"])
-        intent = self.db.transaction(lambda tx: _record_intent(tx, self.registry, saga_id, job))
+        try:
+            intent = fenced(self.db, job, lambda tx: _record_intent(tx, self.registry, saga_id))
+        except LeaseLost:
+            return {"skipped": "the lease ran out before the intent committed; nothing was kept"}
         if intent is None:
             return {"skipped": "the purchase no longer waits for a payment request"}
         crash_point("request_payment.before_call")
@@ -209,11 +212,16 @@ class PurchaseSteps:
                 )
             )
         amount = int(charge.charged_minor or 0)
-        intent = self.db.transaction(
-            lambda tx: _record_refund_intent(
-                tx, job, payment, amount=amount, currency=charge.currency
+        try:
+            intent = fenced(
+                self.db,
+                job,
+                lambda tx: _record_refund_intent(
+                    tx, payment, amount=amount, currency=charge.currency
+                ),
             )
-        )
+        except LeaseLost:
+            return {"skipped": "the lease ran out before the intent committed; nothing was kept"}
         if intent is None:
             return {"skipped": "the purchase no longer waits for a refund"}
         crash_point("refund.before_call")
@@ -458,16 +466,15 @@ def _locked(tx: Tx, saga_id: str) -> SagaRecord:
     return SagaRecord.from_row(row)
 
 
-def _record_intent(tx: Tx, registry: Registry, saga_id: str, job: Job) -> RowMapping | None:
+def _record_intent(tx: Tx, registry: Registry, saga_id: str) -> RowMapping | None:
     """
-    Write the payment intent and move the purchase to ``payment_pending``, fenced.
+    Write the payment intent and move the purchase to ``payment_pending``.
 
-    Only while this worker still owns the job and the hold still runs.  A
-    purchase already in ``payment_pending`` with an unanswered intent is a
-    retry after a crash: the same key goes to the provider again.
+    Run :func:`fenced`: kept only if this worker still owns the job at the
+    end, and only while the hold still runs.  A purchase already in
+    ``payment_pending`` with an unanswered intent is a retry after a crash:
+    the same key goes to the provider again.
     """
-    if not fence_in(tx, [job]):
-        return None  # a stale worker writes nothing; its completion is refused too
     saga = _locked(tx, saga_id)
     if saga.state not in OPEN:
         return None
@@ -502,11 +509,10 @@ def _record_intent(tx: Tx, registry: Registry, saga_id: str, job: Job) -> RowMap
 
 
 def _record_refund_intent(
-    tx: Tx, job: Job, payment: RowMapping, *, amount: int, currency: str
+    tx: Tx, payment: RowMapping, *, amount: int, currency: str
 ) -> RowMapping | None:
+    """Write the refund intent under its stable key (run :func:`fenced`)."""
     saga_id = str(payment["saga_id"])
-    if not fence_in(tx, [job]):
-        return None
     saga = _locked(tx, saga_id)
     if saga.state != "refund_pending":
         return None

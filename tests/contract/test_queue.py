@@ -6,13 +6,13 @@ from datetime import timedelta
 
 import pytest
 
-from saga import NewJob
+from saga import NewJob, enqueue_in
 from saga.codec import as_utc
 from saga.core.dlq import DeadLetters, Filter
 from saga.core.queue import Done, Queue
 from saga.core.stats import collect
 from saga.exceptions import JobConflict, NotFound
-from tests.helpers import dump, execute, expire_lease, make_due, rows, scalar
+from tests.helpers import dump, execute, expire_lease, expire_lease_in, make_due, rows, scalar
 
 KINDS = ["export", "noop"]
 
@@ -232,22 +232,42 @@ class TestFencing:
         assert {"n0", "n2"} == queue.complete([Done(job) for job in jobs])
         assert "running" == queue.get("n1").state
 
-    def test_complete_with_runs_the_effect_only_when_owned(self, engine, queue):
+    def test_complete_with_keeps_the_effect_only_when_owned(self, engine, queue):
         """A database effect commits with the completion, and never for a stale worker."""
         queue.enqueue(export("JavaScript"))
         job = claim_one(queue)
-        effects = []
 
-        def effect(tx):
-            effects.append(job.id)
-            return {"ok": True}
+        def effect_of(worker):
+            def effect(tx):
+                enqueue_in(tx, export("Go", job_id=f"after-{worker}"))
+                return {"ok": True}
+
+            return effect
 
         expire_lease(engine, job.id)
-        assert (False, None) == queue.complete_with(job, effect)
-        assert [] == effects
+        assert (False, None) == queue.complete_with(job, effect_of("stale"))
+        with pytest.raises(NotFound):
+            queue.get("after-stale")
         fresh = claim_one(queue)
-        assert (True, {"ok": True}) == queue.complete_with(fresh, effect)
+        assert (True, {"ok": True}) == queue.complete_with(fresh, effect_of("fresh"))
         assert {"ok": True} == queue.result(fresh.id)
+        assert "pending" == queue.get("after-fresh").state
+
+    def test_a_lease_lost_while_the_effect_runs_rolls_the_effect_back(self, engine, queue):
+        """Fenced last: a lease that expires mid-transaction keeps none of its writes."""
+        queue.enqueue(export("JavaScript"))
+        job = claim_one(queue)
+
+        def effect(tx):
+            enqueue_in(tx, export("Go", job_id="written-by-a-stale-worker"))
+            # The worker stalls here (a pause, a lock wait) past its lease.
+            expire_lease_in(tx, job.id)
+            return {"ok": True}
+
+        assert (False, None) == queue.complete_with(job, effect)
+        with pytest.raises(NotFound):
+            queue.get("written-by-a-stale-worker")
+        assert "running" == queue.get(job.id).state
 
     def test_effect_that_fails_leaves_the_job_running(self, queue):
         """If the effect raises, the completion rolls back with it."""

@@ -14,7 +14,10 @@ Guards that issue 7 found uncaught: each test fails when its guard is removed.
 
 from __future__ import annotations
 
+import re
+
 import pytest
+import sqlalchemy as sa
 
 from saga import Engine
 from saga.core.handlers import Handlers
@@ -22,9 +25,10 @@ from saga.core.queue import Queue
 from saga.core.timers import timer_kind
 from saga.core.verify import verify
 from saga.core.worker import Worker
+from saga.purchase import steps as purchase_steps
 from saga.purchase.steps import PurchaseSteps
 from tests.counter_app import app
-from tests.helpers import execute, expire_lease, make_due, scalar
+from tests.helpers import execute, expire_lease, expire_lease_in, make_due, scalar
 from tests.parallel import race
 
 FIRES = 6
@@ -126,6 +130,29 @@ def test_no_payment_is_requested_after_the_hold_deadline(shop):
     assert [] == shop.sandbox.ledger()["charges"]
 
 
+def test_a_lease_lost_inside_the_intent_transaction_keeps_no_intent(shop, monkeypatch):
+    """The worker stalls after its fence would have passed: no intent, no call, no move."""
+    purchase = start(shop)
+    worker = steps(shop, "purchase.request_payment")
+    (job,) = Queue(shop.db).claim(["purchase.request_payment"], batch=1)
+    locked = purchase_steps._locked
+
+    def stalled(tx, saga_id):
+        saga = locked(tx, saga_id)
+        expire_lease_in(tx, job.id)  # paused, or waiting on a lock, past the lease
+        return saga
+
+    monkeypatch.setattr(purchase_steps, "_locked", stalled)
+    answer = worker.handlers["purchase.request_payment"].handler(job)
+    assert "lease ran out" in answer["skipped"]
+    assert ("reserved", None) == (
+        shop.purchases.get(purchase.id).state,
+        shop.purchases.get(purchase.id).payment,
+    )
+    assert 0 == scalar(shop, "SELECT count(*) FROM payments")
+    assert [] == shop.sandbox.ledger()["charges"]
+
+
 def test_a_hold_expiry_asks_the_provider_first(shop):
     """Money taken, the engine never told: the expiring hold finds it and confirms."""
     purchase = start(shop, "pm_late")
@@ -148,9 +175,7 @@ def test_a_completion_without_its_fence_is_caught_by_verify(shop, monkeypatch):
     (job,) = Queue(shop.db).claim(["purchase.request_payment"], batch=1)
     answer = worker.handlers["purchase.request_payment"].handler(job)  # intent, then charged
     expire_lease(shop, job.id)  # the worker stalled past its lease
-    import saga.core.queue
-
-    monkeypatch.setattr(saga.core.queue, "fence_in", _no_fence)  # the bug under test
+    _fence_checks_nothing(shop, monkeypatch)  # the bug under test
     owned, _ = Queue(shop.db).complete_with(job, answer.apply)
     assert owned  # the broken fence let the stale worker write...
     assert "confirmed" == shop.purchases.get(purchase.id).state
@@ -159,7 +184,22 @@ def test_a_completion_without_its_fence_is_caught_by_verify(shop, monkeypatch):
     assert "after its lease expired" in broken["fencing"][0]
 
 
-def _no_fence(tx, jobs):
-    """A fence that checks nothing (it still names the job, as the real one does)."""
-    tx.lease = (jobs[0].id, jobs[0].token)
-    return {job.id for job in jobs}
+_LEASE_CHECK = re.compile(
+    r"j\.lease_token = (i\.token|json_extract\(i\.value, '\$\.token'\))\s+AND j\.lease_until > "
+    r"(clock_timestamp\(\)|strftime\('%Y-%m-%dT%H:%M:%fZ', 'now'\))"
+)
+
+
+def _fence_checks_nothing(shop, monkeypatch):
+    """Completion archives a job whatever its lease says (the witnesses still see it)."""
+    statement = shop.db.statement
+
+    def broken(name):
+        clause = statement(name)
+        if name != "archive_owned_jobs":
+            return clause
+        text, count = _LEASE_CHECK.subn("true", clause.text)
+        assert 1 == count, "the fence moved: this test no longer breaks it"
+        return sa.text(text)
+
+    monkeypatch.setattr(shop.db, "statement", broken)

@@ -174,13 +174,6 @@ ORDER BY j.id
 FOR UPDATE OF j
 RETURNING id;
 
--- name: archive_jobs
--- Copy fenced jobs to the archive as done.
-INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at, finished_at)
-SELECT id, queue, kind, digest, saga_id, 'done', attempts, created_at, clock_timestamp()
-FROM jobs
-WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))));
-
 -- name: insert_job_results
 -- Store the results of completed jobs, one per job.
 INSERT INTO job_results (job_id, result)

@@ -164,14 +164,6 @@ WHERE j.state = 'running' AND j.lease_token = json_extract(i.value, '$.token')
 ORDER BY j.id
 RETURNING id;
 
--- name: archive_jobs
--- Copy fenced jobs to the archive as done.
-INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at, finished_at)
-SELECT id, queue, kind, digest, saga_id, 'done', attempts, created_at,
-       strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
-FROM jobs
-WHERE id IN (SELECT value FROM json_each(:ids));
-
 -- name: insert_job_results
 -- Store the results of completed jobs, one per job.
 INSERT INTO job_results (job_id, result)
