@@ -1,9 +1,10 @@
-"""``saga webhook deliver``, ``saga recon …``, ``saga sandbox ledger`` and ``saga verify``."""
+"""``saga webhook deliver|serve``, ``saga recon …``, ``saga sandbox ledger`` and ``saga verify``."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from saga.cli import web
 from saga.cli.common import (
     EXIT_CONFLICT,
     EXIT_ERROR,
@@ -54,6 +55,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     deliver.add_argument("--currency", metavar="C")
     deliver.add_argument("--refund", metavar="ID", help="the provider's refund id (refund events)")
     add_common_options(deliver, top_level=False)
+    web.add_serve_parser(hooks)
 
     recon = subparsers.add_parser("recon", help="the reconciliation queue")
     items = recon.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -123,6 +125,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
     return {
         "webhook deliver": Command(_deliver, FLAGS),
+        "webhook serve": Command(web.serve_command, web.FLAGS),
         "recon list": Command(_recon_list, FLAGS),
         "recon show": Command(_recon_show, FLAGS),
         "recon assign": Command(_recon_assign, FLAGS),

@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from saga.core.invariants import Invariant
     from saga.core.pollers import Poller
     from saga.core.sqlfiles import SqlComponent
+    from saga.core.webhooks import Receiver
 
 APP_ENV: Final = "SAGA_APP"
 # Loaded by name, like any user's application: the core imports no application.
@@ -53,6 +54,7 @@ InvariantsFactory = Callable[[Context], Iterable["Invariant"]]
 ServicesFactory = Callable[[Context], Mapping[str, Any]]
 FiguresFactory = Callable[[Context], Mapping[str, Any]]
 SubscribersFactory = Callable[[Context], Mapping[str, Iterable[Callable[[Any], object]]]]
+WebhooksFactory = Callable[[Context], Mapping[str, "Receiver"]]
 
 
 def _nothing(engine: Context) -> tuple[()]:
@@ -91,6 +93,10 @@ class Application:
         subscribers: in-process subscribers of its outbox events, by type
             pattern (``{"purchase.*": [notify]}``), called by the relay.
         consumers: its consumers of published events (``saga consume NAME``).
+        webhooks: its receivers of signed HTTP webhooks, by provider name, built
+            for an engine (``POST /webhooks/<provider>``, see
+            :class:`~saga.core.webhooks.WebhookDoor`); each route's source is
+            served too.
 
     """
 
@@ -106,6 +112,11 @@ class Application:
     sql: SqlComponent | None = None
     subscribers: SubscribersFactory = _no_services
     consumers: tuple[Consumer, ...] = ()
+    webhooks: WebhooksFactory = _no_services
+
+    def route_sources(self) -> set[str]:
+        """The sources its inbox routes take messages from."""
+        return {route.source for route in self.routes}
 
     def step_kinds(self, engine: Context) -> list[JobKind]:
         """The job kinds running the actions of its sagas."""

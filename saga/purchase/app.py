@@ -29,6 +29,8 @@ from saga.purchase.steps import (
 from state_machine.purchase import PURCHASE
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from saga import Context, Invariant, JobKind, Poller, SagaRecord
     from saga.purchase.sandbox import Sandbox
     from steps import PaymentProvider
@@ -133,6 +135,11 @@ def purchase_app() -> Application:
 
         return [] if _payments(engine).custom else [SandboxWebhooks(engine)]
 
+    def webhooks(engine: Context) -> Mapping[str, Any]:
+        from saga.purchase.webhooks import http_receivers  # noqa: PLC0415 - the web server only
+
+        return {} if _payments(engine).custom else http_receivers(engine)
+
     def invariants(engine: Context) -> list[Invariant]:
         from saga.purchase.verify import purchase_invariants  # noqa: PLC0415 - verify only
 
@@ -183,4 +190,5 @@ def purchase_app() -> Application:
         figures=figures,
         sql=PURCHASE_SQL,
         consumers=(SALES,),
+        webhooks=webhooks,
     )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -11,7 +11,10 @@ from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase.inbox import ProviderEvent
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
     from saga import Context
+    from saga.purchase.inbox import Delivery
 
 log = structlog.get_logger(__name__)
 
@@ -33,17 +36,8 @@ class SandboxWebhooks:
         sandbox = self.engine.sandbox
         webhooks = sandbox.take_webhooks(limit=self.batch)
         for webhook in webhooks:
-            body = webhook.body
             try:
-                event = ProviderEvent(
-                    event_id=webhook.event_id,
-                    type=webhook.type,
-                    payment_id=str(body["payment_id"]),
-                    amount_minor=body.get("amount_minor"),
-                    currency=body.get("currency"),
-                    refund_id=body.get("refund_id"),
-                    reference=body.get("reference"),
-                )
+                event = event_from_body(webhook.body)
             except InvalidInput as exc:
                 log.warning("webhook_rejected", event_id=webhook.event_id, error=exc.message)
             else:
@@ -62,3 +56,47 @@ class SandboxWebhooks:
         """Seconds until the next webhook is due."""
         wait: float | None = self.engine.sandbox.next_webhook_in()
         return wait
+
+
+def event_from_body(body: Mapping[str, Any]) -> ProviderEvent:
+    """
+    A provider event from a webhook's JSON body (the sandbox's format).
+
+    ``{"event_id", "type", "payment_id", "amount_minor", "currency",
+    "refund_id", "reference"}``; a missing or mistyped field is
+    :class:`~saga.exceptions.InvalidInput` naming it.
+    """
+    return ProviderEvent(
+        event_id=_field(body, "event_id", str, required=True),
+        type=_field(body, "type", str, required=True),
+        payment_id=_field(body, "payment_id", str, required=True),
+        amount_minor=_field(body, "amount_minor", int),
+        currency=_field(body, "currency", str),
+        refund_id=_field(body, "refund_id", str),
+        reference=_field(body, "reference", str),
+    )
+
+
+def http_receivers(engine: Context) -> dict[str, Callable[[Mapping[str, Any]], Delivery]]:
+    """``POST /webhooks/sandbox``: the payment provider's signed webhooks, into the inbox."""
+
+    def receive(body: Mapping[str, Any]) -> Delivery:
+        delivery: Delivery = engine.inbox.deliver(event_from_body(body), source="sandbox")
+        return delivery
+
+    return {"sandbox": receive}
+
+
+def _field(body: Mapping[str, Any], name: str, kind: type, *, required: bool = False) -> Any:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise InvalidInput(field=name, problem="is missing")
+        return None
+    # bool is an int in Python, never an amount.
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InvalidInput(field=name, problem=f"must be a JSON {_JSON_NAMES[kind]}")
+    return value
+
+
+_JSON_NAMES = {str: "string", int: "integer"}

@@ -279,3 +279,17 @@ CREATE TABLE prune_horizons (
 -- Sagas may predate their events: verify asks for the outbox rows of
 -- transitions from here on.
 INSERT INTO prune_horizons (target, horizon) VALUES ('outbox', clock_timestamp());
+
+-- Requests refused at the inbox's door (unsigned, mis-signed, stale, malformed
+-- webhooks): kept for operators, never applied.
+CREATE TABLE inbox_refusals (
+    id            bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    source        text NOT NULL,
+    reason        text NOT NULL,
+    detail        text NOT NULL,
+    body_digest   text NOT NULL,
+    body_excerpt  text NOT NULL,
+    remote        text,
+    received_at   timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX inbox_refusals_received ON inbox_refusals (received_at);

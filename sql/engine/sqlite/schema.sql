@@ -288,3 +288,17 @@ CREATE TABLE prune_horizons (
 -- Sagas may predate their events: verify asks for the outbox rows of
 -- transitions from here on.
 INSERT INTO prune_horizons (target, horizon) VALUES ('outbox', strftime('%Y-%m-%dT%H:%M:%fZ', 'now'));
+
+-- Requests refused at the inbox's door (unsigned, mis-signed, stale, malformed
+-- webhooks): kept for operators, never applied.
+CREATE TABLE inbox_refusals (
+    id            INTEGER PRIMARY KEY AUTOINCREMENT,
+    source        TEXT NOT NULL,
+    reason        TEXT NOT NULL,
+    detail        TEXT NOT NULL,
+    body_digest   TEXT NOT NULL,
+    body_excerpt  TEXT NOT NULL,
+    remote        TEXT,
+    received_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+) STRICT;
+CREATE INDEX inbox_refusals_received ON inbox_refusals (received_at);

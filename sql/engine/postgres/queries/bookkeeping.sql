@@ -47,3 +47,7 @@ VALUES (:component, :version, :name, :checksum);
 -- name: db_now
 -- The database clock, which decides leases and deadlines.
 SELECT clock_timestamp();
+
+-- name: db_now_epoch
+-- The database clock in unix seconds (a signed webhook's timestamp is judged by it).
+SELECT extract(epoch FROM clock_timestamp());

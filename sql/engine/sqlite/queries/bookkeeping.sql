@@ -49,3 +49,7 @@ VALUES (:component, :version, :name, :checksum);
 -- name: db_now
 -- The database clock, which decides leases and deadlines.
 SELECT strftime('%Y-%m-%dT%H:%M:%fZ', 'now');
+
+-- name: db_now_epoch
+-- The database clock in unix seconds (a signed webhook's timestamp is judged by it).
+SELECT (julianday('now') - 2440587.5) * 86400.0;

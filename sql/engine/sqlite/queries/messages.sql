@@ -22,3 +22,14 @@ WHERE source = :source AND event_id = :event_id;
 -- The same (source, event id) with other content: recorded, never applied.
 INSERT INTO inbox_message_conflicts (source, event_id, digest, payload)
 VALUES (:source, :event_id, :digest, :payload);
+
+-- name: record_refusal
+-- A request refused at the door (bad signature, malformed body, unknown
+-- provider): kept for operators, nothing applied.
+INSERT INTO inbox_refusals (source, reason, detail, body_digest, body_excerpt, remote)
+VALUES (:source, :reason, :detail, :body_digest, :body_excerpt, :remote);
+
+-- name: list_refusals
+-- The newest refusals first.
+SELECT id, source, reason, detail, body_digest, body_excerpt, remote, received_at
+FROM inbox_refusals ORDER BY id DESC LIMIT :limit;

@@ -1,0 +1,90 @@
+"""The WSGI application and its server."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from typing import TYPE_CHECKING, Any, Final
+
+import structlog
+from flask import Flask, Response, jsonify, request
+
+from saga.core.signatures import SIGNATURE_HEADER
+from saga.core.webhooks import MAX_BODY_BYTES
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from saga.core.webhooks import WebhookDoor
+
+log = structlog.get_logger(__name__)
+
+DEFAULT_THREADS: Final = 4
+
+
+def create_app(door: WebhookDoor) -> Flask:
+    """``POST /webhooks/<provider>`` through ``door``, and ``GET /healthz``."""
+    app = Flask("saga")
+    # Larger bodies are cut off by the server before they are read; the door
+    # refuses (and records) anything over its own, smaller limit.
+    app.config["MAX_CONTENT_LENGTH"] = 4 * MAX_BODY_BYTES
+
+    @app.post("/webhooks/<provider>")
+    def webhook(provider: str) -> tuple[Response, int, dict[str, str]]:
+        answer = door.receive(
+            provider,
+            request.get_data(cache=False),
+            request.headers.get(SIGNATURE_HEADER),
+            remote=request.remote_addr,
+        )
+        return jsonify(answer.body), answer.status, dict(answer.headers)
+
+    @app.get("/healthz")
+    def healthz() -> dict[str, Any]:
+        return {"ok": True, "providers": sorted(door.receivers)}
+
+    return app
+
+
+def serve(
+    app: Flask,
+    *,
+    host: str,
+    port: int,
+    threads: int = DEFAULT_THREADS,
+    ready: Callable[[str, int], None] | None = None,
+) -> None:
+    """
+    Serve ``app`` with waitress until SIGTERM or SIGINT.
+
+    ``ready`` hears the address actually bound (``--port 0`` picks a free one).
+    """
+    from waitress.server import create_server  # noqa: PLC0415 - only when serving
+
+    server = create_server(
+        app, host=host, port=port, threads=threads, clear_untrusted_proxy_headers=True
+    )
+    bound_host, bound_port = _address(server)
+    if ready is not None:
+        ready(bound_host, bound_port)
+    log.info("web_listening", host=bound_host, port=bound_port)
+    stopping = threading.Event()
+
+    def stop(signum: int, frame: object) -> None:
+        del signum, frame
+        stopping.set()
+        server.close()
+
+    previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
+    try:
+        server.run()
+    except OSError:
+        if not stopping.is_set():
+            raise  # closed under the loop by stop(); anything else is real
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _address(server: Any) -> tuple[str, int]:
+    return str(server.effective_host), int(server.effective_port)
