@@ -67,10 +67,14 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
         get_in,
         history_in,
     )
+    from saga.core.signatures import SignatureRefused
+    from saga.core.signatures import check as check_signature
+    from saga.core.signatures import sign as sign_webhook
     from saga.core.sqlfiles import SqlComponent
     from saga.core.stats import collect as collect_stats
     from saga.core.supervisor import WorkerOptions
     from saga.core.verify import verify
+    from saga.core.webhooks import WebhookDoor
     from saga.core.worker import Worker
     from saga.exceptions import SagaError
     from state_machine import Machine, State, Timeout, Transition, guard, to_mermaid
@@ -152,6 +156,10 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "exceptions": ("saga.exceptions", None),
     "fence_in": ("saga.core.queue", "fence_in"),
     "fenced": ("saga.core.queue", "fenced"),
+    "SignatureRefused": ("saga.core.signatures", "SignatureRefused"),
+    "check_signature": ("saga.core.signatures", "check"),
+    "sign_webhook": ("saga.core.signatures", "sign"),
+    "WebhookDoor": ("saga.core.webhooks", "WebhookDoor"),
     "fire_in": ("saga.core.sagas", "fire_in"),
     "get_in": ("saga.core.sagas", "get_in"),
     "guard": ("state_machine", "guard"),
@@ -227,6 +235,7 @@ __all__ = [
     "SagaHook",
     "SagaRecord",
     "Sagas",
+    "SignatureRefused",
     "SqlComponent",
     "Started",
     "State",
@@ -239,10 +248,12 @@ __all__ = [
     "TransitionRecord",
     "Tx",
     "Verdict",
+    "WebhookDoor",
     "Worker",
     "WorkerFleet",
     "WorkerOptions",
     "by_saga_id",
+    "check_signature",
     "classify_error",
     "codec",
     "collect_stats",
@@ -264,6 +275,7 @@ __all__ = [
     "open_review",
     "record_observation",
     "remove_exchange",
+    "sign_webhook",
     "to_mermaid",
     "validation",
     "verify",

@@ -169,6 +169,7 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args, create=False) as engine:
         engine.db.transaction(lambda tx: tx.scalar("db_now"), write=False)  # reachable, current
         queues = sorted({kind.queue for kind in builtin_handlers(engine)})
+        engine.pollers()  # their configuration too (a bad webhook URL): exit 2 here
     for queue in args.queues or ():
         if queue not in queues:
             raise InvalidInput(

@@ -131,9 +131,15 @@ def purchase_app() -> Application:
         return hold_expiry_payload(engine.db, _payments(engine).provider, saga, event)
 
     def pollers(engine: Context) -> list[Poller]:
-        from saga.purchase.webhooks import SandboxWebhooks  # noqa: PLC0415 - only workers poll
+        from saga.purchase.webhooks import (  # noqa: PLC0415 - only workers poll
+            HttpSender,
+            SandboxWebhooks,
+        )
 
-        return [] if _payments(engine).custom else [SandboxWebhooks(engine)]
+        if _payments(engine).custom:
+            return []
+        # $SAGA_SANDBOX_WEBHOOK_URL: sent signed over HTTP, as a real provider does.
+        return [SandboxWebhooks(engine, sender=HttpSender.from_env(os.environ))]
 
     def webhooks(engine: Context) -> Mapping[str, Any]:
         from saga.purchase.webhooks import http_receivers  # noqa: PLC0415 - the web server only

@@ -11,6 +11,7 @@ talks to it over a socket.
 
 from __future__ import annotations
 
+import contextlib
 import http.client
 import json
 import os
@@ -250,11 +251,11 @@ def http_post(host, port, body, headers):
         connection.close()
 
 
-def test_saga_webhook_serve_answers_over_http_and_stops_on_sigterm(shop, tmp_path):
-    """The real server: bound to 127.0.0.1, a signed event applied, SIGTERM ends it with 0."""
-    purchase, payment_id = paid_at_provider(shop)
+@contextlib.contextmanager
+def serving(shop, secret=SECRET):
+    """``saga webhook serve`` on a free port: its host and port; SIGTERM at the end."""
     url = shop.db.url.render_as_string(hide_password=False)
-    env = {**os.environ, "SAGA_WEBHOOK_SECRET_SANDBOX": SECRET}
+    env = {**os.environ, "SAGA_WEBHOOK_SECRET_SANDBOX": secret}
     command = [
         *(sys.executable, "-m", "saga", "webhook", "serve", "--port", "0", "--db", url),
         *("--sandbox-db", shop.sandbox_url, "--log-level", "error"),
@@ -266,12 +267,63 @@ def test_saga_webhook_serve_answers_over_http_and_stops_on_sigterm(shop, tmp_pat
             first = server.stderr.readline()
             assert first.startswith("saga webhook serve: listening on http://127.0.0.1:"), first
             host, port = first.split()[-1].removeprefix("http://").split(":")
-            raw = json.dumps(succeeded(payment_id)).encode()
-            signature = sign(SECRET, raw, timestamp=int(time.time())).value
-            assert 200 == http_post(host, port, raw, {SIGNATURE_HEADER: signature})
-            assert 400 == http_post(host, port, raw, {})
-            assert "confirmed" == shop.purchases.get(purchase.id).state
+            yield host, port
         finally:
             server.send_signal(signal.SIGTERM)
             code = server.wait(timeout=30)
-    assert 0 == code
+        assert 0 == code
+
+
+def test_saga_webhook_serve_answers_over_http_and_stops_on_sigterm(shop):
+    """The real server: bound to 127.0.0.1, a signed event applied, SIGTERM ends it with 0."""
+    purchase, payment_id = paid_at_provider(shop)
+    with serving(shop) as (host, port):
+        raw = json.dumps(succeeded(payment_id)).encode()
+        signature = sign(SECRET, raw, timestamp=int(time.time())).value
+        assert 200 == http_post(host, port, raw, {SIGNATURE_HEADER: signature})
+        assert 400 == http_post(host, port, raw, {})
+        assert "confirmed" == shop.purchases.get(purchase.id).state
+
+
+def work_through_http(shop, host, port, secret):
+    """``saga worker --burst`` with the sandbox sending its webhooks to the server."""
+    url = shop.db.url.render_as_string(hide_password=False)
+    env = {
+        **os.environ,
+        "SAGA_SANDBOX_WEBHOOK_URL": f"http://{host}:{port}",
+        "SAGA_WEBHOOK_SECRET_SANDBOX": secret,
+    }
+    done = subprocess.run(
+        [
+            *(sys.executable, "-m", "saga", "worker", "--burst", "--db", url),
+            *("--sandbox-db", shop.sandbox_url, "--log-level", "error"),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr
+
+
+def test_the_sandbox_signs_its_webhooks_and_sends_them_over_http(shop):
+    """A real provider's path: the sandbox's webhooks reach the inbox through the server."""
+    purchase = start(shop, "pm_duplicate_webhooks")
+    with serving(shop) as (host, port):
+        work_through_http(shop, host, port, SECRET)
+    assert "confirmed" == shop.purchases.get(purchase.id).state
+    assert rows(shop, "SELECT event_id FROM inbox")
+    assert [] == refusals(shop)
+    assert None is shop.sandbox.next_webhook_in()
+
+
+def test_a_sandbox_with_the_wrong_secret_is_refused_and_keeps_its_webhooks(shop):
+    """Every request refused and recorded; nothing reaches the inbox; the webhooks wait."""
+    purchase = start(shop, "pm_ok")
+    with serving(shop) as (host, port):
+        work_through_http(shop, host, port, "whsec_not_the_servers")
+    assert "confirmed" == shop.purchases.get(purchase.id).state  # the create answer said so
+    assert [] == rows(shop, "SELECT event_id FROM inbox")
+    assert {("sandbox", "mismatch")} == set(refusals(shop))
+    assert shop.sandbox.next_webhook_in() is not None
