@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     from saga.core.inbox import Message, Route, by_saga_id
     from saga.core.invariants import Invariant, Report
     from saga.core.jobs import NewJob, enqueue_in
+    from saga.core.metrics import record_provider_call
     from saga.core.netfault import Outage
     from saga.core.outbox import Emit, Event
     from saga.core.pollers import Poller
@@ -156,6 +157,7 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "exceptions": ("saga.exceptions", None),
     "fence_in": ("saga.core.queue", "fence_in"),
     "fenced": ("saga.core.queue", "fenced"),
+    "record_provider_call": ("saga.core.metrics", "record_provider_call"),
     "SignatureRefused": ("saga.core.signatures", "SignatureRefused"),
     "check_signature": ("saga.core.signatures", "check"),
     "sign_webhook": ("saga.core.signatures", "sign"),
@@ -274,6 +276,7 @@ __all__ = [
     "normalize_url",
     "open_review",
     "record_observation",
+    "record_provider_call",
     "remove_exchange",
     "sign_webhook",
     "to_mermaid",

@@ -11,12 +11,13 @@ classifies its outcome as succeeded, failed or unknown.
 from __future__ import annotations
 
 from steps._methods import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS, PaymentMethod
-from steps._provider import PaymentProvider, ProviderPayment, ProviderRefund
+from steps._provider import ObservedProvider, PaymentProvider, ProviderPayment, ProviderRefund
 from steps.errors import OutcomeUnknown, PermanentError, StepError, TransientError
 
 __all__ = [
     "DEFAULT_PAYMENT_METHOD",
     "PAYMENT_METHODS",
+    "ObservedProvider",
     "OutcomeUnknown",
     "PaymentMethod",
     "PaymentProvider",

@@ -3,7 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol, TypeVar
+
+from steps.errors import OutcomeUnknown, PermanentError, TransientError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+_T = TypeVar("_T")
 
 ChargeStatus = Literal["pending", "succeeded", "failed", "cancelled"]
 RefundStatus = Literal["pending", "succeeded", "failed"]
@@ -63,3 +70,70 @@ class PaymentProvider(Protocol):
 
     def refund_status(self, *, key: str) -> ProviderRefund | None:
         """The refund made under ``key``, or ``None`` if there is none."""
+
+
+class ObservedProvider:
+    """
+    A payment provider whose every call is reported: its operation and outcome.
+
+    Outcomes: ``ok``, ``unknown`` (:class:`~steps.errors.OutcomeUnknown`),
+    ``refused`` (:class:`~steps.errors.PermanentError`), ``transient``
+    (:class:`~steps.errors.TransientError`), ``error`` (anything else).  The
+    call's result or exception passes through unchanged.
+    """
+
+    def __init__(self, provider: PaymentProvider, record: Callable[[str, str], None]) -> None:
+        self.provider = provider
+        self._record = record
+
+    def create_payment(
+        self, *, key: str, amount_minor: int, currency: str, method: str, reference: str
+    ) -> ProviderPayment:
+        """See :meth:`PaymentProvider.create_payment`."""
+        return self._call(
+            "create_payment",
+            lambda: self.provider.create_payment(
+                key=key,
+                amount_minor=amount_minor,
+                currency=currency,
+                method=method,
+                reference=reference,
+            ),
+        )
+
+    def payment_status(self, *, key: str) -> ProviderPayment | None:
+        """See :meth:`PaymentProvider.payment_status`."""
+        return self._call("payment_status", lambda: self.provider.payment_status(key=key))
+
+    def cancel_payment(self, *, key: str) -> ProviderPayment | None:
+        """See :meth:`PaymentProvider.cancel_payment`."""
+        return self._call("cancel_payment", lambda: self.provider.cancel_payment(key=key))
+
+    def refund(self, *, key: str, payment_id: str, amount_minor: int) -> ProviderRefund:
+        """See :meth:`PaymentProvider.refund`."""
+        return self._call(
+            "refund",
+            lambda: self.provider.refund(key=key, payment_id=payment_id, amount_minor=amount_minor),
+        )
+
+    def refund_status(self, *, key: str) -> ProviderRefund | None:
+        """See :meth:`PaymentProvider.refund_status`."""
+        return self._call("refund_status", lambda: self.provider.refund_status(key=key))
+
+    def _call(self, operation: str, call: Callable[[], _T]) -> _T:
+        try:
+            result = call()
+        except OutcomeUnknown:
+            self._record(operation, "unknown")
+            raise
+        except PermanentError:
+            self._record(operation, "refused")
+            raise
+        except TransientError:
+            self._record(operation, "transient")
+            raise
+        except Exception:
+            self._record(operation, "error")
+            raise
+        self._record(operation, "ok")
+        return result

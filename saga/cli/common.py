@@ -234,3 +234,12 @@ def operator_name() -> str:
     except (KeyError, OSError):
         return "operator"
     return name if name.isidentifier() or name.replace("-", "").isalnum() else "operator"
+
+
+def port_number(text: str) -> int:
+    """A TCP port for argparse: 0 (pick a free one) to 65535."""
+    port = int(text) if text.isdigit() else -1
+    if not 0 <= port <= 65535:
+        msg = f"{text!r} is not a port (0-65535)"
+        raise argparse.ArgumentTypeError(msg)
+    return port

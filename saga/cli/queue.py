@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import signal
 import sys
 from typing import TYPE_CHECKING, Any, Final
@@ -17,6 +18,7 @@ from saga.cli.common import (
     exchange,
     open_engine,
     operator_name,
+    port_number,
     positive_float,
     whole,
 )
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
 MAX_WORKERS: Final = 64
 
 FLAGS = {
+    "metrics_port": "--metrics-port",
     "concurrency": "--concurrency",
     "batch": "--batch",
     "rate": "--rate",
@@ -85,6 +88,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="Q",
         dest="queues",
         help="only this queue (repeatable; default: all)",
+    )
+    worker.add_argument(
+        "--metrics-port",
+        type=port_number,
+        metavar="N",
+        help="serve Prometheus metrics on http://HOST:N/metrics (0 picks a free port)",
+    )
+    worker.add_argument(
+        "--metrics-host",
+        default="127.0.0.1",
+        metavar="HOST",
+        help="address for --metrics-port (default 127.0.0.1)",
     )
     add_broker_options(worker)
     add_common_options(worker, top_level=False)
@@ -188,14 +203,18 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
         log_level=args.log_level,
         broker_url=broker_url(args),
         exchange=exchange(args),
+        metrics=args.metrics_port is not None,
     )
-    supervisor = Supervisor(options, concurrency=args.concurrency)
-    try:
-        report = supervisor.run()
-    except WorkersCrashing as exc:
-        if exc.last_traceback:
-            out.err.write(exc.last_traceback)
-        raise
+    with contextlib.ExitStack() as stack:
+        if args.metrics_port is not None:
+            _serve_metrics(args, out, stack)
+        supervisor = Supervisor(options, concurrency=args.concurrency)
+        try:
+            report = supervisor.run()
+        except WorkersCrashing as exc:
+            if exc.last_traceback:
+                out.err.write(exc.last_traceback)
+            raise
     summary: dict[str, Any] = {**report.as_dict(), "restarts": supervisor.restarts}
     if out.as_json:
         out.json(summary)
@@ -207,6 +226,28 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
             f"{summary['published']} events published"
         )
     return EXIT_OK
+
+
+def _serve_metrics(args: argparse.Namespace, out: Output, stack: contextlib.ExitStack) -> None:
+    """Serve /metrics from this process for as long as ``stack`` lives."""
+    from saga.core.metrics import MetricsServer
+
+    engine = stack.enter_context(open_engine(args, create=False))
+    try:
+        server = MetricsServer(engine.db, host=args.metrics_host, port=args.metrics_port)
+    except ImportError as exc:  # pragma: no cover - the web extra is in the test extras
+        raise InvalidInput(
+            field="metrics_port",
+            problem=f"needs the web extra: pip install 'saga-engine[web]' ({exc})",
+        ) from exc
+    except OSError as exc:
+        raise InvalidInput(
+            field="metrics_port", problem=f"cannot listen on {args.metrics_host}: {exc}"
+        ) from exc
+    stack.callback(server.close)
+    # On stderr, first, so that a supervisor or a test knows where to scrape.
+    out.err.write(f"saga worker: metrics on http://{server.host}:{server.port}/metrics\n")
+    out.err.flush()
 
 
 def _stats_command(args: argparse.Namespace, out: Output) -> int:

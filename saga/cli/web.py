@@ -13,6 +13,7 @@ from saga.cli.common import (
     Output,
     add_common_options,
     open_engine,
+    port_number,
     positive_float,
     whole,
 )
@@ -47,7 +48,7 @@ def add_serve_parser(hooks: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
     serve.add_argument(
-        "--port", type=_port, default=8080, metavar="N", help="port (8080; 0 picks one)"
+        "--port", type=port_number, default=8080, metavar="N", help="port (8080; 0 picks one)"
     )
     serve.add_argument(
         "--secret",
@@ -108,13 +109,3 @@ def _secrets(
             )
         found.setdefault(provider, []).append(secret)
     return {provider: tuple(secrets) for provider, secrets in found.items()}
-
-
-def _port(text: str) -> int:
-    port = int(text) if text.isdigit() else -1
-    if not 0 <= port <= 65535:
-        import argparse
-
-        msg = f"{text!r} is not a port (0-65535)"
-        raise argparse.ArgumentTypeError(msg)
-    return port

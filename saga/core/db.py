@@ -136,12 +136,26 @@ class Tx:
     whether that lease was still valid when they were made.
     """
 
-    __slots__ = ("conn", "db", "lease")
+    __slots__ = ("_after_commit", "conn", "db", "lease")
 
     def __init__(self, conn: Connection, db: Database) -> None:
         self.conn = conn
         self.db = db
         self.lease: tuple[str, str] | None = None
+        self._after_commit: list[Callable[[], object]] = []
+
+    def after_commit(self, action: Callable[[], object]) -> None:
+        """
+        Run ``action`` once this transaction has committed (never if it rolls back).
+
+        For what must not count a change that did not happen: metrics, not
+        effects (an action that fails is logged, the commit stands).
+        """
+        self._after_commit.append(action)
+
+    def committed_actions(self) -> list[Callable[[], object]]:
+        """What :meth:`after_commit` asked for, in order (the database runs them)."""
+        return list(self._after_commit)
 
     @property
     def lease_params(self) -> dict[str, str | None]:
@@ -416,12 +430,19 @@ class Database:
             with self.engine.connect() as conn:
                 if self.dialect == "sqlite":
                     conn.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
+                tx = Tx(conn, self)
                 with conn.begin():
-                    return work(Tx(conn, self))
+                    result = work(tx)
         except sa.exc.DBAPIError as exc:
             if _is_transient(exc):
                 raise
             raise _translate(exc) from exc
+        for action in tx.committed_actions():
+            try:
+                action()
+            except Exception as exc:  # noqa: BLE001 - committed; a metric must not undo that
+                log.warning("after_commit_failed", error=repr(exc))
+        return result
 
     def dispose(self) -> None:
         """Close every pooled connection (call it in a child process after fork)."""

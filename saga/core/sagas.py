@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from saga.codec import digest, dump_json
+from saga.core import metrics
 from saga.core.faults import crash_point
 from saga.core.jobs import TIMER_KIND, NewJob, enqueue_in, enqueue_timer_in
 from saga.core.outbox import emit_in
@@ -353,6 +354,7 @@ def start_in(
     if row is None:  # pragma: no cover - INSERT … RETURNING always returns the row
         raise NotFound(kind="saga", key=saga_id)
     saga = SagaRecord.from_row(row)
+    tx.after_commit(metrics.TRANSITIONS.labels(saga.kind, "start").inc)
     tx.run(
         "insert_transition",
         saga_id=saga.id,
@@ -426,6 +428,7 @@ def fire_in(
             actual_version=None if current is None else int(current["version"]),
         )
     after = SagaRecord.from_row(moved)
+    tx.after_commit(metrics.TRANSITIONS.labels(after.kind, event).inc)
     tx.run(
         "insert_transition",
         saga_id=saga_id,

@@ -71,6 +71,7 @@ class WorkerOptions:
     log_level: str = "warning"
     broker_url: str | None = None
     exchange: str | None = None
+    metrics: bool = False
 
 
 def builtin_handlers(engine: Engine) -> Handlers:
@@ -86,6 +87,10 @@ def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]])
     from saga.core.engine import Engine  # noqa: PLC0415
 
     configure_logging(options.log_level)
+    if options.metrics:
+        from saga.core import metrics  # noqa: PLC0415 - only with --metrics-port
+
+        metrics.enable()  # into $PROMETHEUS_MULTIPROC_DIR, which the supervisor serves
     try:
         app = load_app(options.app)
         with Engine(options.url, app=app, sandbox_url=options.sandbox_url) as engine:

@@ -22,6 +22,7 @@ import psycopg
 import structlog
 from psycopg import sql
 
+from saga.core import metrics
 from saga.core.faults import crash_point
 from saga.core.handlers import Apply, Handlers, JobKind, error_text
 from saga.core.queue import DEFAULT_LEASE_SECONDS, Done, Job, Queue
@@ -184,8 +185,11 @@ class Worker:
             jobs = self.queue.claim(
                 self.kinds, batch=self.batch, lease_seconds=self.lease_seconds, rescue=True
             )
+        metrics.CLAIM_SECONDS.observe(time.monotonic() - now)
         if jobs:
             self.report.claimed += len(jobs)
+            for job in jobs:
+                metrics.JOBS_CLAIMED.labels(job.kind).inc()
             self._process(jobs)
         return len(jobs)
 
@@ -242,6 +246,13 @@ class Worker:
                     self._lost.discard(job.id)
 
     def _run_one(self, kind: JobKind, job: Job) -> Done | None:
+        started = time.monotonic()
+        try:
+            return self._run_and_settle(kind, job)
+        finally:
+            metrics.STEP_SECONDS.labels(job.kind).observe(time.monotonic() - started)
+
+    def _run_and_settle(self, kind: JobKind, job: Job) -> Done | None:
         with self._guard:
             self._running[job.id] = time.monotonic()
         try:
@@ -306,6 +317,7 @@ class Worker:
     def _count_completion(self, job: Job, owned: bool) -> None:
         if owned:
             self.report.done += 1
+            metrics.JOBS_COMPLETED.labels(job.kind).inc()
         else:
             self._lease_lost(job, "completion refused")
 
@@ -324,6 +336,7 @@ class Worker:
             )
             if self.queue.fail(job, error=reason, error_class=error_class):
                 self.report.dead_lettered += 1
+                metrics.JOBS_FAILED.labels(job.kind, error_class, "dead_lettered").inc()
                 log_.warning("job_dead_lettered", error_class=error_class)
             else:
                 self._lease_lost(job, "dead-lettering refused")
@@ -331,6 +344,7 @@ class Worker:
         delay = kind.backoff.delay(job.attempt)
         if self.queue.retry(job, delay=delay, error=error, error_class=error_class):
             self.report.retried += 1
+            metrics.JOBS_FAILED.labels(job.kind, error_class, "retried").inc()
             log_.info("job_retry", delay_s=round(delay, 3), next_attempt=job.attempt + 1)
         else:
             self._lease_lost(job, "retry refused")
@@ -340,6 +354,7 @@ class Worker:
         if kind.on_unknown is None:
             if self.queue.fail(job, error=f"outcome unknown: {error}", error_class="unknown"):
                 self.report.dead_lettered += 1
+                metrics.JOBS_FAILED.labels(job.kind, "unknown", "dead_lettered").inc()
                 self._log.warning("job_outcome_unknown", job_id=job.id, handed_to="dead letters")
             else:
                 self._lease_lost(job, "dead-lettering refused")
@@ -355,6 +370,7 @@ class Worker:
 
         owned, _ = self.queue.complete_with(job, hand_over)
         if owned:
+            metrics.JOBS_FAILED.labels(job.kind, "unknown", "handed_over").inc()
             self._log.warning("job_outcome_unknown", job_id=job.id, handed_to="saga")
         else:
             self._lease_lost(job, "hand-over refused")
@@ -366,6 +382,7 @@ class Worker:
 
     def _lease_lost(self, job: Job, what: str) -> None:
         self.report.lost_leases += 1
+        metrics.LEASES_LOST.inc()
         self._log.warning(
             "lease_lost",
             job_id=job.id,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import Application, Lazy, ReconHook, Registry, SqlComponent
+from saga import Application, Lazy, ReconHook, Registry, SqlComponent, record_provider_call
 from saga.purchase.catalogue import Catalogue
 from saga.purchase.events import PURCHASE_EVENTS, SALES
 from saga.purchase.inbox import Inbox
@@ -27,6 +27,7 @@ from saga.purchase.steps import (
     hold_expiry_payload,
 )
 from state_machine.purchase import PURCHASE
+from steps import ObservedProvider
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -62,6 +63,7 @@ class Payments:
         self._sandbox_url = sandbox_url
         self._provider = provider
         self._sandbox: Sandbox | None = None
+        self._observed: PaymentProvider | None = None
 
     @property
     def custom(self) -> bool:
@@ -92,8 +94,11 @@ class Payments:
 
     @property
     def provider(self) -> PaymentProvider:
-        """The payment provider: the one given, else the sandbox."""
-        return self._provider if self._provider is not None else self.sandbox
+        """The payment provider (the one given, else the sandbox), each call counted."""
+        if self._observed is None:
+            chosen = self._provider if self._provider is not None else self.sandbox
+            self._observed = ObservedProvider(chosen, record_provider_call)
+        return self._observed
 
     def provider_getter(self) -> PaymentProvider:
         """The payment provider, looked up when needed."""

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any, Final
 import structlog
 from flask import Flask, Response, jsonify, request
 
+from saga.core import metrics
 from saga.core.signatures import SIGNATURE_HEADER
 from saga.core.webhooks import MAX_BODY_BYTES
 
@@ -23,7 +24,11 @@ DEFAULT_THREADS: Final = 4
 
 
 def create_app(door: WebhookDoor) -> Flask:
-    """``POST /webhooks/<provider>`` through ``door``, and ``GET /healthz``."""
+    """``POST /webhooks/<provider>`` through ``door``, ``GET /metrics`` and ``GET /healthz``."""
+    from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # noqa: PLC0415
+
+    metrics.enable()
+    registry = metrics.registry_for(door.engine.db)
     app = Flask("saga")
     # Larger bodies are cut off by the server before they are read; the door
     # refuses (and records) anything over its own, smaller limit.
@@ -37,7 +42,14 @@ def create_app(door: WebhookDoor) -> Flask:
             request.headers.get(SIGNATURE_HEADER),
             remote=request.remote_addr,
         )
+        metrics.WEBHOOKS.labels(
+            provider if provider in door.receivers else "other", str(answer.status)
+        ).inc()
         return jsonify(answer.body), answer.status, dict(answer.headers)
+
+    @app.get("/metrics")
+    def scrape() -> Response:
+        return Response(generate_latest(registry), content_type=CONTENT_TYPE_LATEST)
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
