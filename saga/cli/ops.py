@@ -120,12 +120,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     ledger = sandbox_commands.add_parser("ledger", help="its charges and refunds")
     add_common_options(ledger, top_level=False)
 
+    web.add_console_parsers(subparsers)
+
     check = subparsers.add_parser("verify", help="check every invariant; exit 0 only if all hold")
     add_common_options(check, top_level=False)
 
     return {
         "webhook deliver": Command(_deliver, FLAGS),
         "webhook serve": Command(web.serve_command, web.FLAGS),
+        "console": Command(web.console_command, web.FLAGS),
+        "operator add": Command(web.operator_add, web.FLAGS),
+        "operator list": Command(web.operator_list, web.FLAGS),
+        "operator disable": Command(web.operator_disable, web.FLAGS),
         "recon list": Command(_recon_list, FLAGS),
         "recon show": Command(_recon_show, FLAGS),
         "recon assign": Command(_recon_assign, FLAGS),

@@ -1,7 +1,8 @@
-"""``saga webhook serve``: the HTTP door for signed provider webhooks."""
+"""``saga webhook serve``, ``saga console`` and ``saga operator …``: the HTTP face."""
 
 from __future__ import annotations
 
+import getpass
 import os
 import re
 import sys
@@ -23,6 +24,9 @@ if TYPE_CHECKING:
     import argparse
 
 FLAGS: Final = {
+    "name": "NAME",
+    "role": "--role",
+    "password": "password",
     "secret": "--secret",
     "port": "--port",
     "host": "--host",
@@ -46,11 +50,45 @@ def add_serve_parser(hooks: argparse._SubParsersAction[argparse.ArgumentParser])
         f"Secrets come from ${SECRET_ENV_PREFIX}<PROVIDER> (e.g. "
         f"{SECRET_ENV_PREFIX}SANDBOX) or --secret.",
     )
-    serve.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
-    serve.add_argument(
-        "--port", type=port_number, default=8080, metavar="N", help="port (8080; 0 picks one)"
+    _server_options(serve, port=8080)
+
+
+def add_console_parsers(
+    subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
+) -> None:
+    """Add ``console`` and ``operator add|list|disable``."""
+    console = subparsers.add_parser(
+        "console",
+        help="the operators' console in the browser (and webhooks, /metrics)",
+        description="Serve the operators' console: the reconciliation queue, dead letters, "
+        "sagas and an overview, for operators signed in with `saga operator add`. Also "
+        "serves GET /metrics, and POST /webhooks/<provider> for every provider with a "
+        f"secret (${SECRET_ENV_PREFIX}<PROVIDER> or --secret). Binds 127.0.0.1 unless "
+        "--host says otherwise.",
     )
-    serve.add_argument(
+    _server_options(console, port=8080)
+    operator = subparsers.add_parser("operator", help="the console's operators")
+    actions = operator.add_subparsers(dest="action", metavar="ACTION", required=True)
+    add = actions.add_parser(
+        "add",
+        help="create an operator (the password is read from stdin, or asked twice on a terminal)",
+    )
+    add.add_argument("name", metavar="NAME")
+    add.add_argument("--role", required=True, choices=("viewer", "operator"))
+    add_common_options(add, top_level=False)
+    listing = actions.add_parser("list", help="every operator and their role")
+    add_common_options(listing, top_level=False)
+    disable = actions.add_parser("disable", help="stop an operator signing in; ends their sessions")
+    disable.add_argument("name", metavar="NAME")
+    add_common_options(disable, top_level=False)
+
+
+def _server_options(parser: argparse.ArgumentParser, *, port: int) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    parser.add_argument(
+        "--port", type=port_number, default=port, metavar="N", help=f"port ({port}; 0 picks one)"
+    )
+    parser.add_argument(
         "--secret",
         action="append",
         default=[],
@@ -58,40 +96,107 @@ def add_serve_parser(hooks: argparse._SubParsersAction[argparse.ArgumentParser])
         help="a provider's signing secret; twice for one provider while rotating. Visible to "
         f"other users in the process list: prefer ${SECRET_ENV_PREFIX}<PROVIDER>",
     )
-    serve.add_argument(
+    parser.add_argument(
         "--tolerance",
         type=positive_float,
         default=300.0,
         metavar="S",
         help="how far a signed timestamp may be from the database clock (300 s)",
     )
-    serve.add_argument("--threads", type=whole, default=4, metavar="N", help="request threads (4)")
-    add_common_options(serve, top_level=False)
+    parser.add_argument("--threads", type=whole, default=4, metavar="N", help="request threads (4)")
+    add_common_options(parser, top_level=False)
 
 
 def serve_command(args: argparse.Namespace, out: Output) -> int:
-    """Run the door until SIGTERM or SIGINT."""
+    """``saga webhook serve``: the door alone, until SIGTERM or SIGINT."""
+    return _serve(args, out, console=False, name="saga webhook serve")
+
+
+def console_command(args: argparse.Namespace, out: Output) -> int:
+    """``saga console``: the console, /metrics, and the door if a secret is given."""
+    return _serve(args, out, console=True, name="saga console")
+
+
+def _serve(args: argparse.Namespace, out: Output, *, console: bool, name: str) -> int:
     secrets = _secrets(args.secret, os.environ)
     if args.threads < 1:
         raise InvalidInput(field="threads", problem="must be at least 1")
     try:
         from saga.web import create_app, serve
     except ImportError as exc:
-        out.error(f"saga webhook serve needs the web extra: pip install 'saga-engine[web]' ({exc})")
+        out.error(f"{name} needs the web extra: pip install 'saga-engine[web]' ({exc})")
         return EXIT_ERROR
     from saga.core.webhooks import WebhookDoor
 
     with open_engine(args, create=False) as engine:
-        door = WebhookDoor(engine, secrets, tolerance_s=args.tolerance)
+        door = (
+            WebhookDoor(engine, secrets, tolerance_s=args.tolerance)
+            if secrets or not console
+            else None
+        )
 
         def ready(host: str, port: int) -> None:
             # On stderr, first, so a supervisor or a test knows where to send.
-            print(f"saga webhook serve: listening on http://{host}:{port}", file=sys.stderr)
+            print(f"{name}: listening on http://{host}:{port}", file=sys.stderr)
             sys.stderr.flush()
 
-        serve(create_app(door), host=args.host, port=args.port, threads=args.threads, ready=ready)
-    out.line("saga webhook serve: stopped")
+        app = create_app(engine, door=door, console=console)
+        serve(app, host=args.host, port=args.port, threads=args.threads, ready=ready)
+    out.line(f"{name}: stopped")
     return EXIT_OK
+
+
+def operator_add(args: argparse.Namespace, out: Output) -> int:
+    """``saga operator add NAME --role R``: the password from stdin or asked twice."""
+    from saga.core.operators import Operators
+
+    password = _password(out)
+    with open_engine(args, create=False) as engine:
+        operator = Operators(engine.db).add(args.name, role=args.role, password=password)
+    if out.as_json:
+        out.json(operator.to_json())
+    else:
+        out.line(f"operator {operator.name} added ({operator.role})")
+    return EXIT_OK
+
+
+def operator_list(args: argparse.Namespace, out: Output) -> int:
+    """``saga operator list``."""
+    from saga.core.operators import Operators
+
+    with open_engine(args, create=False) as engine:
+        found = Operators(engine.db).list()
+    if out.as_json:
+        out.json([operator.to_json() for operator in found])
+    else:
+        out.table(
+            ("NAME", "ROLE", "DISABLED"),
+            ((o.name, o.role, "yes" if o.disabled else "") for o in found),
+        )
+    return EXIT_OK
+
+
+def operator_disable(args: argparse.Namespace, out: Output) -> int:
+    """``saga operator disable NAME``."""
+    from saga.core.operators import Operators
+
+    with open_engine(args, create=False) as engine:
+        Operators(engine.db).disable(args.name)
+    if out.as_json:
+        out.json({"name": args.name, "disabled": True})
+    else:
+        out.line(f"operator {args.name} disabled; their sessions ended")
+    return EXIT_OK
+
+
+def _password(out: Output) -> str:
+    if not sys.stdin.isatty():
+        return sys.stdin.readline().rstrip("\n")
+    first = getpass.getpass("password: ")
+    if getpass.getpass("again: ") != first:
+        raise InvalidInput(field="password", problem="the two entries differ; nothing was changed")
+    del out
+    return first
 
 
 def _secrets(

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from saga import validation as _validation
-from saga.codec import iso
+from saga.codec import iso, maybe_utc
 from saga.core.queue import JobInfo
 from saga.core.recon import ReconItem
 from saga.core.records import SagaRecord
@@ -135,6 +135,48 @@ class Instances:
                 ),
                 terminal=self.terminal(saga),
             )
+
+        return self.db.transaction(work, write=False)
+
+    def find(self, text: str) -> str | None:
+        """The saga whose id, or whose operation id, is ``text``; ``None`` if none."""
+        text = text.strip()
+        if not text or len(text) > 200:
+            return None
+
+        def work(tx: Tx) -> str | None:
+            if tx.one("get_saga", id=text) is not None:
+                return text
+            operation = tx.one("get_operation", operation_id=text)
+            return None if operation is None else str(operation["saga_id"])
+
+        return self.db.transaction(work, write=False)
+
+    def events(self, saga_id: str, *, limit: int = 200) -> dict[str, Any]:
+        """The messages the inbox matched to it (in) and the events it emitted (out)."""
+        _validation.identifier("saga_id", saga_id)
+
+        def work(tx: Tx) -> dict[str, Any]:
+            received = tx.all("messages_of_saga", saga_id=saga_id, limit=limit)
+            emitted = tx.all(
+                "list_outbox", unpublished=False, dead=False, saga_id=saga_id, limit=limit
+            )
+            return {
+                "in": [
+                    {**dict(row), "received_at": iso(maybe_utc(row["received_at"]))}
+                    for row in received
+                ],
+                "out": [
+                    {
+                        "event_id": row["event_id"],
+                        "type": row["type"],
+                        "occurred_at": iso(maybe_utc(row["occurred_at"])),
+                        "published_at": iso(maybe_utc(row["published_at"])),
+                        "dead": row["dead_at"] is not None,
+                    }
+                    for row in reversed(emitted)
+                ],
+            }
 
         return self.db.transaction(work, write=False)
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from saga.codec import as_utc, iso
+
 if TYPE_CHECKING:
     from saga.core.db import Database, Tx
 
@@ -83,3 +85,21 @@ def _outbox(tx: Tx) -> dict[str, Any]:
     figures["publish_rate_per_s"] = round(figures["published_last_minute"] / 60.0, 3)
     figures["last_error"] = last["last_error"] if last else None
     return figures
+
+
+def activity(db: Database) -> list[dict[str, Any]]:
+    """
+    The last hour, minute by minute: jobs finished, and the backlog at each minute's end.
+
+    For the console's chart; derived from the jobs and their archive, so it
+    needs no sampling process (and ends where retention pruned the archive).
+    """
+    rows = db.transaction(lambda tx: tx.all("activity_last_hour"), write=False)
+    return [
+        {
+            "minute": iso(as_utc(row["minute"])),
+            "finished": int(row["finished"]),
+            "backlog": int(row["backlog"]),
+        }
+        for row in rows
+    ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import secrets
 import signal
 import threading
 from typing import TYPE_CHECKING, Any, Final
@@ -16,6 +17,7 @@ from saga.core.webhooks import MAX_BODY_BYTES
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from saga.core.engine import Engine
     from saga.core.webhooks import WebhookDoor
 
 log = structlog.get_logger(__name__)
@@ -23,29 +25,38 @@ log = structlog.get_logger(__name__)
 DEFAULT_THREADS: Final = 4
 
 
-def create_app(door: WebhookDoor) -> Flask:
-    """``POST /webhooks/<provider>`` through ``door``, ``GET /metrics`` and ``GET /healthz``."""
+def create_app(engine: Engine, *, door: WebhookDoor | None = None, console: bool = False) -> Flask:
+    """
+    The engine's HTTP face.
+
+    ``GET /metrics`` and ``GET /healthz`` always; ``POST /webhooks/<provider>``
+    through ``door`` when given; the operators' console (``/``) when
+    ``console`` is set.
+    """
     from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # noqa: PLC0415
 
     metrics.enable()
-    registry = metrics.registry_for(door.engine.db)
+    registry = metrics.registry_for(engine.db)
     app = Flask("saga")
     # Larger bodies are cut off by the server before they are read; the door
     # refuses (and records) anything over its own, smaller limit.
     app.config["MAX_CONTENT_LENGTH"] = 4 * MAX_BODY_BYTES
+    app.config["SECRET_KEY"] = secrets.token_hex(32)  # flashes only; sessions live in the database
+    app.extensions["saga_engine"] = engine
 
-    @app.post("/webhooks/<provider>")
-    def webhook(provider: str) -> tuple[Response, int, dict[str, str]]:
-        answer = door.receive(
-            provider,
-            request.get_data(cache=False),
-            request.headers.get(SIGNATURE_HEADER),
-            remote=request.remote_addr,
-        )
-        metrics.WEBHOOKS.labels(
-            provider if provider in door.receivers else "other", str(answer.status)
-        ).inc()
-        return jsonify(answer.body), answer.status, dict(answer.headers)
+    if door is not None:
+
+        @app.post("/webhooks/<provider>")
+        def webhook(provider: str) -> tuple[Response, int, dict[str, str]]:
+            answer = door.receive(
+                provider,
+                request.get_data(cache=False),
+                request.headers.get(SIGNATURE_HEADER),
+                remote=request.remote_addr,
+            )
+            label = provider if provider in door.receivers else "other"
+            metrics.WEBHOOKS.labels(label, str(answer.status)).inc()
+            return jsonify(answer.body), answer.status, dict(answer.headers)
 
     @app.get("/metrics")
     def scrape() -> Response:
@@ -53,8 +64,15 @@ def create_app(door: WebhookDoor) -> Flask:
 
     @app.get("/healthz")
     def healthz() -> dict[str, Any]:
-        return {"ok": True, "providers": sorted(door.receivers)}
+        providers = sorted(door.receivers) if door is not None else []
+        return {"ok": True, "providers": providers, "console": console}
 
+    if console:
+        from saga.web import console as _console  # noqa: PLC0415 - only when served
+        from saga.web import guard  # noqa: PLC0415
+
+        app.register_blueprint(guard.blueprint)
+        app.register_blueprint(_console.blueprint)
     return app
 
 

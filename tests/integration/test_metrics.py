@@ -70,7 +70,7 @@ def test_the_databases_figures_equal_saga_stats(shop):
     buy(shop, 9)
     settle(url_of(shop))
     buy(shop, 4, first=100)  # waiting in the queue
-    client = create_app(WebhookDoor(shop, {"sandbox": ("s",)})).test_client()
+    client = create_app(shop, door=WebhookDoor(shop, {"sandbox": ("s",)})).test_client()
     scrape = samples(client.get("/metrics").get_data(as_text=True))
     stats = collect(shop.db)
     assert 1 == scrape[("saga_database_up", frozenset())]
@@ -102,7 +102,7 @@ def test_a_database_that_cannot_be_read_is_a_zero_not_a_failed_scrape():
 
 def test_webhook_answers_are_counted_by_provider_and_status(shop):
     """Each request to the door is counted under its answer."""
-    client = create_app(WebhookDoor(shop, {"sandbox": ("s",)})).test_client()
+    client = create_app(shop, door=WebhookDoor(shop, {"sandbox": ("s",)})).test_client()
     before = samples(client.get("/metrics").get_data(as_text=True))
     for _ in range(3):
         client.post("/webhooks/sandbox", data=b"{}")  # unsigned: 400

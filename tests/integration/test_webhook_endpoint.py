@@ -43,7 +43,7 @@ def shop(engine):
 
 @pytest.fixture
 def client(shop):
-    return create_app(WebhookDoor(shop, {"sandbox": (SECRET,)})).test_client()
+    return create_app(shop, door=WebhookDoor(shop, {"sandbox": (SECRET,)})).test_client()
 
 
 def post(client, body, *, secret=SECRET, at=None, provider="sandbox", header=None):
@@ -191,7 +191,9 @@ def test_an_event_no_purchase_knows_yet_is_kept_and_answered_404(shop, client):
 
 def test_either_secret_is_accepted_while_one_is_rotated(shop):
     """Two secrets for one provider: a request signed with the old or the new one passes."""
-    rotating = create_app(WebhookDoor(shop, {"sandbox": ("whsec_new", SECRET)})).test_client()
+    rotating = create_app(
+        shop, door=WebhookDoor(shop, {"sandbox": ("whsec_new", SECRET)})
+    ).test_client()
     _, payment_id = paid_at_provider(shop)
     assert 200 == post(rotating, succeeded(payment_id, "evt_a"), secret="whsec_new").status_code
     assert 200 == post(rotating, succeeded(payment_id, "evt_b"), secret=SECRET).status_code
@@ -231,7 +233,7 @@ def test_an_applications_inbox_route_is_served_too(db_url):
         setup.upgrade()
     with Engine(db_url, app=approval_app) as approvals:
         door = WebhookDoor(approvals, {"esign": (SECRET,)})
-        client = create_app(door).test_client()
+        client = create_app(approvals, door=door).test_client()
         saga = approvals.sagas.start("approval", operation_id="doc-1", request={}).saga
         body = {
             "event_id": "sig-1",

@@ -293,3 +293,23 @@ CREATE TABLE inbox_refusals (
     received_at   timestamptz NOT NULL DEFAULT clock_timestamp()
 );
 CREATE INDEX inbox_refusals_received ON inbox_refusals (received_at);
+
+-- The console's operators (argon2 password hashes) and their sessions (token
+-- hashes, CSRF tokens, expiry by the database clock).
+CREATE TABLE operators (
+    name           text PRIMARY KEY,
+    role           text NOT NULL,
+    password_hash  text NOT NULL,
+    created_at     timestamptz NOT NULL DEFAULT clock_timestamp(),
+    disabled_at    timestamptz,
+    CONSTRAINT operators_role_known CHECK (role IN ('viewer', 'operator'))
+);
+CREATE TABLE console_sessions (
+    token_hash    text PRIMARY KEY,
+    operator      text NOT NULL REFERENCES operators (name),
+    csrf          text NOT NULL,
+    created_at    timestamptz NOT NULL DEFAULT clock_timestamp(),
+    last_seen_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    expires_at    timestamptz NOT NULL
+);
+CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);

@@ -302,3 +302,23 @@ CREATE TABLE inbox_refusals (
     received_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
 ) STRICT;
 CREATE INDEX inbox_refusals_received ON inbox_refusals (received_at);
+
+-- The console's operators (argon2 password hashes) and their sessions (token
+-- hashes, CSRF tokens, expiry by the database clock).
+CREATE TABLE operators (
+    name           TEXT PRIMARY KEY,
+    role           TEXT NOT NULL,
+    password_hash  TEXT NOT NULL,
+    created_at     TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    disabled_at    TEXT,
+    CONSTRAINT operators_role_known CHECK (role IN ('viewer', 'operator'))
+) STRICT;
+CREATE TABLE console_sessions (
+    token_hash    TEXT PRIMARY KEY,
+    operator      TEXT NOT NULL REFERENCES operators (name),
+    csrf          TEXT NOT NULL,
+    created_at    TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    last_seen_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    expires_at    TEXT NOT NULL
+) STRICT;
+CREATE INDEX console_sessions_expiry ON console_sessions (expires_at);

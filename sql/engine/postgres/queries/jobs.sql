@@ -299,3 +299,22 @@ SELECT kind, state, count(*) AS sagas,
 FROM sagas
 GROUP BY kind, state
 ORDER BY kind, state;
+
+-- name: activity_last_hour
+-- Per minute of the last hour: jobs finished, and jobs waiting or running at
+-- its end (live jobs created before it, plus archived ones finished after it).
+WITH minutes AS (
+    SELECT generate_series(
+        date_trunc('minute', clock_timestamp()) - interval '59 minutes',
+        date_trunc('minute', clock_timestamp()),
+        interval '1 minute') AS m
+)
+SELECT m AS minute,
+       (SELECT count(*) FROM job_archive a
+         WHERE a.finished_at >= m AND a.finished_at < m + interval '1 minute') AS finished,
+       (SELECT count(*) FROM jobs j
+         WHERE j.state <> 'failed' AND j.created_at < m + interval '1 minute')
+     + (SELECT count(*) FROM job_archive a
+         WHERE a.finished_at >= m + interval '1 minute'
+           AND a.created_at < m + interval '1 minute') AS backlog
+FROM minutes ORDER BY m;

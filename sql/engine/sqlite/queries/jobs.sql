@@ -286,3 +286,21 @@ SELECT kind, state, count(*) AS sagas,
 FROM sagas
 GROUP BY kind, state
 ORDER BY kind, state;
+
+-- name: activity_last_hour
+-- Per minute of the last hour: jobs finished, and jobs waiting or running at
+-- its end (live jobs created before it, plus archived ones finished after it).
+WITH RECURSIVE minutes(m) AS (
+    SELECT strftime('%Y-%m-%dT%H:%M:00.000Z', 'now', '-59 minutes')
+    UNION ALL
+    SELECT strftime('%Y-%m-%dT%H:%M:00.000Z', m, '+1 minute') FROM minutes
+    WHERE m < strftime('%Y-%m-%dT%H:%M:00.000Z', 'now')
+),
+bounds AS (SELECT m, strftime('%Y-%m-%dT%H:%M:00.000Z', m, '+1 minute') AS e FROM minutes)
+SELECT m AS minute,
+       (SELECT count(*) FROM job_archive a WHERE a.finished_at >= m AND a.finished_at < e)
+           AS finished,
+       (SELECT count(*) FROM jobs j WHERE j.state <> 'failed' AND j.created_at < e)
+     + (SELECT count(*) FROM job_archive a WHERE a.finished_at >= e AND a.created_at < e)
+           AS backlog
+FROM bounds ORDER BY m;

@@ -33,3 +33,8 @@ VALUES (:source, :reason, :detail, :body_digest, :body_excerpt, :remote);
 -- The newest refusals first.
 SELECT id, source, reason, detail, body_digest, body_excerpt, remote, received_at
 FROM inbox_refusals ORDER BY id DESC LIMIT :limit;
+
+-- name: messages_of_saga
+-- The messages the inbox matched to one saga, oldest first.
+SELECT source, event_id, type, outcome, detail, received_at
+FROM inbox_messages WHERE saga_id = :saga_id ORDER BY received_at, event_id LIMIT :limit;

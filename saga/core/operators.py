@@ -1,0 +1,200 @@
+"""
+The console's operators: accounts, passwords, sessions.
+
+An operator is created from the command line (``saga operator add``) with a
+role: ``viewer`` reads, ``operator`` also acts.  Passwords are hashed with
+argon2id (``argon2-cffi``, in the ``web`` extra) and never stored or logged.
+A session is a random token held by the browser; the database keeps only its
+SHA-256, the session's CSRF token, and its expiry, judged by the database
+clock: at most :data:`SESSION_LIFETIME_S` after sign-in and
+:data:`SESSION_IDLE_S` after the last request.  Disabling an operator ends
+their sessions at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import secrets
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+import structlog
+
+from saga import validation
+from saga.exceptions import ConflictError, InvalidInput, NotFound
+
+if TYPE_CHECKING:
+    from saga.core.db import Database
+
+log = structlog.get_logger(__name__)
+
+ROLES: Final = ("viewer", "operator")
+MIN_PASSWORD_LENGTH: Final = 12
+SESSION_LIFETIME_S: Final = 8 * 3600.0
+SESSION_IDLE_S: Final = 30 * 60.0
+
+
+class OperatorExists(ConflictError):
+    """An operator of that name exists already; nothing was changed."""
+
+    def __init__(self, *, name: str) -> None:
+        self.name = name
+        super().__init__(f"operator {name!r} exists already")
+        self._kwargs = {"name": name}
+
+
+@dataclass(frozen=True, slots=True)
+class Operator:
+    """Someone who may sign in to the console."""
+
+    name: str
+    role: str
+    disabled: bool = False
+
+    @property
+    def may_act(self) -> bool:
+        """Whether the role allows changes (assign, resolve, replay)."""
+        return self.role == "operator" and not self.disabled
+
+    def to_json(self) -> dict[str, Any]:
+        """The operator as plain data (never the hash)."""
+        return {"name": self.name, "role": self.role, "disabled": self.disabled}
+
+
+@dataclass(frozen=True, slots=True)
+class Session:
+    """A signed-in operator, as one request sees them."""
+
+    operator: Operator
+    csrf: str
+
+
+def _hasher() -> Any:
+    from argon2 import PasswordHasher  # noqa: PLC0415 - the web extra, only when needed
+
+    return PasswordHasher()
+
+
+class Operators:
+    """Accounts and sessions in the engine's database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+        # A hash to verify against when the name is unknown, so that a wrong
+        # name costs the same time as a wrong password.
+        self._decoy: str | None = None
+
+    def add(self, name: str, *, role: str, password: str) -> Operator:
+        """A new operator; :class:`OperatorExists` if the name is taken."""
+        name = validation.identifier("name", name)
+        role = validation.one_of("role", role, ROLES)
+        _check_password(password)
+        hashed = _hasher().hash(password)
+        row = self.db.transaction(
+            lambda tx: tx.one("insert_operator", name=name, role=role, password_hash=hashed)
+        )
+        if row is None:
+            raise OperatorExists(name=name)
+        log.info("operator_added", operator=name, role=role)
+        return Operator(name, role)
+
+    def list(self) -> list[Operator]:
+        """Every operator, by name."""
+        rows = self.db.transaction(lambda tx: tx.all("list_operators"), write=False)
+        return [Operator(r["name"], r["role"], r["disabled_at"] is not None) for r in rows]
+
+    def disable(self, name: str) -> None:
+        """The operator can no longer sign in; their sessions end now."""
+        name = validation.identifier("name", name)
+
+        def work(tx: Any) -> None:
+            if tx.one("get_operator", name=name) is None:
+                raise NotFound(kind="operator", key=name)
+            tx.run("disable_operator", name=name)
+            tx.run("delete_operator_sessions", name=name)
+
+        self.db.transaction(work)
+        log.info("operator_disabled", operator=name)
+
+    def sign_in(self, name: str, password: str) -> tuple[str, Session] | None:
+        """A new session's token and the session; ``None`` for a wrong name or password."""
+        from argon2.exceptions import VerificationError  # noqa: PLC0415
+
+        hasher = _hasher()
+        row = None
+        if _plausible(name):
+            row = self.db.transaction(lambda tx: tx.one("get_operator", name=name), write=False)
+        if row is None or row["disabled_at"] is not None:
+            self._decoy = self._decoy or hasher.hash(secrets.token_hex(16))
+            with contextlib.suppress(VerificationError):
+                hasher.verify(self._decoy, password)
+            log.warning("sign_in_refused", operator=name[:64])
+            return None
+        try:
+            hasher.verify(row["password_hash"], password)
+        except VerificationError:
+            log.warning("sign_in_refused", operator=name)
+            return None
+        if hasher.check_needs_rehash(row["password_hash"]):
+            rehashed = hasher.hash(password)
+            self.db.transaction(
+                lambda tx: tx.run("set_operator_password", name=name, password_hash=rehashed)
+            )
+        token, csrf = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
+        self.db.transaction(
+            lambda tx: tx.run(
+                "insert_console_session",
+                token_hash=_digest(token),
+                operator=name,
+                csrf=csrf,
+                lifetime_seconds=SESSION_LIFETIME_S,
+            )
+        )
+        log.info("signed_in", operator=name)
+        return token, Session(Operator(name, row["role"]), csrf)
+
+    def session(self, token: str | None) -> Session | None:
+        """The live session behind a browser's token (refreshing its idle time), or ``None``."""
+        if not token:
+            return None
+        row = self.db.transaction(
+            lambda tx: tx.one(
+                "touch_console_session", token_hash=_digest(token), idle_seconds=SESSION_IDLE_S
+            )
+        )
+        if row is None:
+            return None
+        return Session(Operator(row["operator"], row["role"]), row["csrf"])
+
+    def sign_out(self, token: str | None) -> None:
+        """End the session (and sweep expired ones)."""
+        if not token:
+            return
+
+        def work(tx: Any) -> None:
+            tx.run("delete_console_session", token_hash=_digest(token))
+            tx.run("delete_expired_console_sessions")
+
+        self.db.transaction(work)
+
+
+def _check_password(password: str) -> None:
+    if len(password) < MIN_PASSWORD_LENGTH:
+        raise InvalidInput(
+            field="password", problem=f"must be at least {MIN_PASSWORD_LENGTH} characters"
+        )
+    if password.strip() != password:
+        raise InvalidInput(field="password", problem="must not start or end with white space")
+
+
+def _plausible(name: str) -> bool:
+    try:
+        validation.identifier("name", name)
+    except InvalidInput:
+        return False
+    return True
+
+
+def _digest(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()

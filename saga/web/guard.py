@@ -1,0 +1,153 @@
+"""
+Who may see and do what in the console: sign-in, sessions, CSRF, roles.
+
+The browser holds a random session token in an ``HttpOnly``, ``SameSite=Strict``
+cookie; the database keeps its hash, the operator, the session's CSRF token
+and its expiry (:mod:`saga.core.operators`).  Every form carries the CSRF
+token and every POST checks it (the sign-in form against a cookie of its
+own, a double submit); a POST without it is refused with 403 and changes
+nothing.  Viewers read; only the ``operator`` role acts.
+"""
+
+from __future__ import annotations
+
+import functools
+import hmac
+import secrets
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+
+from flask import (
+    Blueprint,
+    current_app,
+    g,
+    redirect,
+    render_template,
+    request,
+    url_for,
+)
+
+from saga.core.operators import SESSION_LIFETIME_S, Operators
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from werkzeug.wrappers import Response
+
+SESSION_COOKIE: Final = "saga_session"
+LOGIN_CSRF_COOKIE: Final = "saga_login_csrf"
+
+F = TypeVar("F", bound="Callable[..., Any]")
+
+blueprint = Blueprint("guard", __name__, template_folder="templates")
+
+
+def operators() -> Operators:
+    """The engine's operators."""
+    return Operators(current_app.extensions["saga_engine"].db)
+
+
+def load_session() -> None:
+    """Before each console request: the signed-in operator's session, if any (``g.session``)."""
+    console = request.blueprint in ("console", "guard")
+    g.session = operators().session(request.cookies.get(SESSION_COOKIE)) if console else None
+
+
+def signed_in(view: F) -> F:
+    """Pages for signed-in operators; others go to the sign-in page."""
+
+    @functools.wraps(view)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if g.session is None:
+            return redirect(url_for("guard.sign_in", next=request.full_path))
+        return view(*args, **kwargs)
+
+    return cast("F", wrapped)
+
+
+def acting(view: F) -> F:
+    """A change: signed in, the session's CSRF token in the form, the ``operator`` role."""
+
+    @functools.wraps(view)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        if g.session is None:
+            return refuse(401, "sign in first; nothing was changed")
+        if not _same(request.form.get("csrf"), g.session.csrf):
+            return refuse(403, "the form's CSRF token is missing or wrong; nothing was changed")
+        if not g.session.operator.may_act:
+            return refuse(
+                403,
+                f"{g.session.operator.name} is a viewer: viewers cannot act; nothing was changed",
+            )
+        return view(*args, **kwargs)
+
+    return cast("F", wrapped)
+
+
+def refuse(status: int, message: str) -> tuple[str, int]:
+    """The error page."""
+    return render_template("error.html", status=status, message=message), status
+
+
+@blueprint.get("/login")
+def sign_in() -> Response | str:
+    """The sign-in form, with a CSRF token of its own (a cookie and a field)."""
+    token = secrets.token_urlsafe(32)
+    page = current_app.make_response(
+        render_template("login.html", csrf=token, next=_safe_next(request.args.get("next")))
+    )
+    page.set_cookie(LOGIN_CSRF_COOKIE, token, httponly=True, samesite="Strict", secure=_secure())
+    return page
+
+
+@blueprint.post("/login")
+def sign_in_post() -> Response | tuple[str, int]:
+    """Check the password; on success a session cookie and the page asked for."""
+    if not _same(request.form.get("csrf"), request.cookies.get(LOGIN_CSRF_COOKIE)):
+        return refuse(403, "the sign-in form's CSRF token is missing or wrong; sign in again")
+    signed = operators().sign_in(request.form.get("name", ""), request.form.get("password", ""))
+    if signed is None:
+        page = render_template(
+            "login.html",
+            csrf=request.form.get("csrf"),
+            next=_safe_next(request.form.get("next")),
+            error="wrong name or password",
+        )
+        return page, 401
+    token, _ = signed
+    answer = redirect(_safe_next(request.form.get("next")) or url_for("console.overview"))
+    answer.set_cookie(
+        SESSION_COOKIE,
+        token,
+        max_age=int(SESSION_LIFETIME_S),
+        httponly=True,
+        samesite="Strict",
+        secure=_secure(),
+    )
+    answer.delete_cookie(LOGIN_CSRF_COOKIE)
+    return answer
+
+
+@blueprint.post("/logout")
+def sign_out() -> Response | tuple[str, int]:
+    """End the session (with its CSRF token: a page elsewhere cannot sign you out)."""
+    if g.session is not None and not _same(request.form.get("csrf"), g.session.csrf):
+        return refuse(403, "the form's CSRF token is missing or wrong")
+    operators().sign_out(request.cookies.get(SESSION_COOKIE))
+    answer = redirect(url_for("guard.sign_in"))
+    answer.delete_cookie(SESSION_COOKIE)
+    return answer
+
+
+def _same(given: str | None, expected: str | None) -> bool:
+    return bool(given) and bool(expected) and hmac.compare_digest(str(given), str(expected))
+
+
+def _safe_next(target: str | None) -> str | None:
+    # Only a path of this site: never an open redirect to another host.
+    if target and target.startswith("/") and not target.startswith("//"):
+        return target
+    return None
+
+
+def _secure() -> bool:
+    return request.scheme == "https"
