@@ -1,0 +1,233 @@
+"""
+The console in a real headless Chromium (Debian's ``chromium`` and ``chromedriver``).
+
+``saga console`` runs as a process of its own on PostgreSQL; Selenium drives
+the browser through the pages as an operator would.  Screenshots of the main
+pages are kept in ``$SAGA_TEST_ARTIFACTS`` (default ``.artifacts/`` at the
+repository's top), and in ``docs/console/`` when ``SAGA_DOCS_SCREENSHOTS=1``.
+Without the browser these tests are skipped, except under ``CI=true``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from saga import Engine, NewJob
+from saga.core.handlers import Handlers
+from saga.core.operators import Operators
+from saga.core.queue import Queue
+from saga.core.worker import Worker
+from saga.purchase.steps import PurchaseSteps
+
+ROOT = Path(__file__).resolve().parents[2]
+ARTIFACTS = Path(os.environ.get("SAGA_TEST_ARTIFACTS", ROOT / ".artifacts")) / "screenshots"
+DOCS = ROOT / "docs" / "console"
+IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+PASSWORD = "correct-horse-battery"
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+
+def require_browser():
+    missing = [path for path in (CHROMIUM, CHROMEDRIVER) if not Path(path).exists()]
+    if not missing:
+        return
+    problem = f"no browser for the console tests: {', '.join(missing)} missing"
+    if IN_CI:
+        pytest.fail(f"{problem} (CI=true: .ci/run installs chromium and chromium-driver)")
+    pytest.skip(problem)
+
+
+@pytest.fixture
+def world(postgres_url):
+    """A purchase whose payment outcome is unknown (an open item), a dead letter, two operators."""
+    with Engine(postgres_url, check_schema=False) as setup:
+        setup.upgrade()
+    with Engine(postgres_url) as engine:
+        engine.catalogue.add("js", seats=5, price="49.00", currency="EUR")
+        for n, method in enumerate(("pm_timeout_after_charge", "pm_ok", "pm_declined")):
+            engine.purchases.start(
+                operation_id=f"op-{n}",
+                intensive_id="js",
+                student_id=f"s-{n}",
+                payment_method=method,
+                hold_seconds=600,
+            )
+        kinds = PurchaseSteps(engine.db, engine.registry, engine.provider_getter).kinds()
+        request = [k for k in kinds if k.name == "purchase.request_payment"]
+        Worker(engine.db, Handlers(request), listen=False).run(burst=True)
+        queue = Queue(engine.db)
+        queue.enqueue(NewJob(id="poison-1", queue="misc", kind="poison", payload={"n": 1}))
+        (job,) = queue.claim(["poison"], batch=1)
+        queue.fail(job, error="ValueError: the payload names no intensive", error_class="permanent")
+        Operators(engine.db).add("ann", role="operator", password=PASSWORD)
+        Operators(engine.db).add("vic", role="viewer", password=PASSWORD)
+        yield engine
+
+
+@pytest.fixture
+def console(world, postgres_url):
+    """``saga console`` on a free port; its address."""
+    command = [
+        *(sys.executable, "-m", "saga", "console", "--port", "0", "--db", postgres_url),
+        *("--sandbox-db", world.sandbox_url, "--log-level", "error"),
+    ]
+    with subprocess.Popen(
+        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    ) as server:
+        try:
+            first = server.stderr.readline()
+            assert first.startswith("saga console: listening on http://127.0.0.1:"), first
+            yield first.split()[-1]
+        finally:
+            server.send_signal(signal.SIGTERM)
+            assert 0 == server.wait(timeout=30)
+
+
+@pytest.fixture
+def chrome():
+    require_browser()
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,1000",
+        "--disable-gpu",
+    ):
+        options.add_argument(flag)
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def find(driver, css):
+    from selenium.webdriver.common.by import By
+
+    return driver.find_element(By.CSS_SELECTOR, css)
+
+
+def sign_in(driver, console, name="ann"):
+    driver.get(f"{console}/login")
+    find(driver, "input[name=name]").send_keys(name)
+    find(driver, "input[name=password]").send_keys(PASSWORD)
+    find(driver, "form button[type=submit]").click()
+    assert f"{name} (" in find(driver, "header .who").text
+
+
+def screenshot(driver, name):
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    driver.save_screenshot(str(ARTIFACTS / f"{name}.png"))
+    if os.environ.get("SAGA_DOCS_SCREENSHOTS") == "1":
+        DOCS.mkdir(parents=True, exist_ok=True)
+        driver.save_screenshot(str(DOCS / f"{name}.png"))
+
+
+def flash(driver):
+    return find(driver, ".flash").text
+
+
+def test_an_operator_resolves_an_item_from_the_queue_and_the_saga_moves(world, console, chrome):
+    """Sign in, queue page, the item, resolve as paid: the purchase confirms."""
+    sign_in(chrome, console)
+    screenshot(chrome, "overview")
+    chrome.get(f"{console}/recon")
+    screenshot(chrome, "reconciliation-queue")
+    find(chrome, "table a[href^='/recon/']").click()
+    screenshot(chrome, "reconciliation-item")
+    from selenium.webdriver.support.ui import Select
+
+    Select(find(chrome, "select[name=outcome]")).select_by_visible_text("paid")
+    find(chrome, "input[name=reason]").send_keys("the provider shows the charge")
+    find(chrome, "form[action$='/resolve'] button").click()
+    assert "resolved as paid" in flash(chrome)
+    assert "is now confirmed" in flash(chrome)
+    (item,) = world.recon.find(status="resolved")
+    assert "confirmed" == world.purchases.get(item.saga_id).state
+    assert "operator:ann" == item.resolved_by
+    find(chrome, "a[href^='/sagas/']").click()
+    screenshot(chrome, "saga")
+    assert "confirmed" in find(chrome, "main").text
+
+
+def test_an_operator_replays_a_dead_letter(world, console, chrome):
+    """The dead letters page, one replay: the job is pending again."""
+    sign_in(chrome, console)
+    chrome.get(f"{console}/dlq")
+    screenshot(chrome, "dead-letters")
+    find(chrome, "form[action='/dlq/replay'] input[name=job][value='poison-1'] ~ button").click()
+    assert "replayed 1 dead letter" in flash(chrome)
+    assert "pending" == Queue(world.db).get("poison-1").state
+
+
+def test_a_viewer_sees_no_action_and_a_forced_one_is_refused(world, console, chrome):
+    """No forms for a viewer; a form forced into the page is answered 403, nothing changed."""
+    sign_in(chrome, console, name="vic")
+    (item,) = world.recon.find()
+    chrome.get(f"{console}/recon/{item.id}")
+    assert "viewers cannot act" in find(chrome, "main").text
+    assert not chrome.find_elements("css selector", "form[action$='/resolve']")
+    chrome.execute_script(
+        """
+        const form = document.createElement('form');
+        form.method = 'post';
+        form.action = arguments[0];
+        for (const [name, value] of Object.entries(arguments[1])) {
+          const input = document.createElement('input');
+          input.name = name; input.value = value; form.appendChild(input);
+        }
+        document.body.appendChild(form);
+        form.submit();
+        """,
+        f"/recon/{item.id}/resolve",
+        {
+            "csrf": find(chrome, "header input[name=csrf]").get_attribute("value"),
+            "version": str(item.version),
+            "outcome": "paid",
+            "reason": "forced",
+        },
+    )
+    assert "viewers cannot act" in find(chrome, ".flash").text
+    assert "open" == world.recon.show(item.id)[0].status
+
+
+def test_a_form_without_its_csrf_token_is_refused(world, console, chrome):
+    """The hidden token removed before submitting: 403, the item untouched."""
+    sign_in(chrome, console)
+    (item,) = world.recon.find()
+    chrome.get(f"{console}/recon/{item.id}")
+    chrome.execute_script(
+        "document.querySelector(\"form[action$='/assign'] input[name=csrf]\").remove()"
+    )
+    find(chrome, "form[action$='/assign'] button").click()
+    assert "CSRF" in find(chrome, ".flash").text
+    assert "checker" == world.recon.show(item.id)[0].owner
+
+
+def test_the_sagas_page_finds_a_saga_by_operation_id(world, console, chrome):
+    """Search, then the saga's timeline with its explanation."""
+    sign_in(chrome, console)
+    chrome.get(f"{console}/sagas")
+    screenshot(chrome, "sagas")
+    find(chrome, "input[name=q]").send_keys("op-1")
+    find(chrome, "form.filters button").click()
+    assert "Why it is here" in find(chrome, "main").text
+    with contextlib.suppress(Exception):
+        screenshot(chrome, "saga-explained")
