@@ -105,10 +105,14 @@ def _sqlite_catalog(conn: sa.Connection) -> dict[str, Any]:
         text = re.sub(r"--[^\n]*", "", sql or "")
         out[f"{kind}:{name}"] = (table, " ".join(text.split()))
         if kind == "table":
-            for pragma in ("table_info", "foreign_key_list", "index_list"):
+            for pragma in ("table_info", "foreign_key_list"):
                 out[f"{pragma}:{name}"] = [
                     tuple(row) for row in conn.execute(sa.text(f"PRAGMA {pragma}('{name}')")).all()
                 ]
+            # An index's position in the list (its seq) follows the order of
+            # creation and drops, which carries no meaning: compare the rest.
+            listed = conn.execute(sa.text(f"PRAGMA index_list('{name}')")).all()
+            out[f"index_list:{name}"] = sorted(tuple(row)[1:] for row in listed)
     return out
 
 

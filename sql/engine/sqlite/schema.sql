@@ -22,7 +22,9 @@ CREATE TABLE sagas (
     CONSTRAINT sagas_data_json CHECK (json_valid(data)),
     CONSTRAINT sagas_deadline_paired CHECK ((deadline_at IS NULL) = (deadline_event IS NULL))
 ) STRICT;
-CREATE INDEX sagas_kind_state ON sagas (kind, state);
+-- Listing order, newest first: overall, and per kind and state (migration 0008).
+CREATE INDEX sagas_newest ON sagas (created_at DESC, id DESC);
+CREATE INDEX sagas_kind_state_newest ON sagas (kind, state, created_at DESC, id DESC);
 CREATE INDEX sagas_deadline ON sagas (deadline_at) WHERE deadline_at IS NOT NULL;
 
 -- Append-only audit: one row per transition, the creation included.
