@@ -33,7 +33,7 @@ from saga.core.worker import Worker
 from saga.purchase.steps import PurchaseSteps
 from saga.web import create_app
 
-PASSWORD = "bench-password-123"
+PASSWORD = "bench-password-123"  # noqa: S105 - a throwaway account in a bench database
 METHODS = ("pm_ok", "pm_declined", "pm_timeout_after_charge", "pm_amount_mismatch", "pm_late")
 
 
