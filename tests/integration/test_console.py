@@ -68,6 +68,16 @@ def unknown_payment(shop):
     return purchase, item
 
 
+def resolve(client, item, outcome, reason="the provider shows the charge"):
+    """Post the item page's resolve form, as the signed-in operator."""
+    token = csrf_of(client, f"/recon/{item.id}")
+    return client.post(
+        f"/recon/{item.id}/resolve",
+        data={"csrf": token, "version": str(item.version), "outcome": outcome, "reason": reason},
+        follow_redirects=True,
+    )
+
+
 def test_a_page_without_a_session_goes_to_the_sign_in_page(browser):
     """Nothing is shown to an anonymous visitor."""
     answer = browser.get("/recon")
@@ -116,17 +126,7 @@ def test_an_operator_resolves_an_item_and_the_saga_moves(shop, browser):
     """Paid: the provider is asked again, agrees, the purchase confirms; the audit names ann."""
     purchase, item = unknown_payment(shop)
     sign_in(browser)
-    token = csrf_of(browser, f"/recon/{item.id}")
-    answer = browser.post(
-        f"/recon/{item.id}/resolve",
-        data={
-            "csrf": token,
-            "version": str(item.version),
-            "outcome": "paid",
-            "reason": "the provider shows the charge",
-        },
-        follow_redirects=True,
-    )
+    answer = resolve(browser, item, "paid")
     assert 200 == answer.status_code
     assert "resolved as paid" in answer.get_data(as_text=True)
     assert "confirmed" == shop.purchases.get(purchase.id).state
@@ -138,12 +138,7 @@ def test_a_decision_the_provider_contradicts_is_refused_and_changes_nothing(shop
     """not_paid while the provider holds the money: the same refusal as the CLI's exit 3."""
     purchase, item = unknown_payment(shop)
     sign_in(browser)
-    token = csrf_of(browser, f"/recon/{item.id}")
-    answer = browser.post(
-        f"/recon/{item.id}/resolve",
-        data={"csrf": token, "version": str(item.version), "outcome": "not_paid", "reason": "x"},
-        follow_redirects=True,
-    )
+    answer = resolve(browser, item, "not_paid", reason="x")
     assert "refused" in answer.get_data(as_text=True)
     assert "needs_reconciliation" == shop.purchases.get(purchase.id).state
     assert "open" == shop.recon.show(item.id)[0].status
@@ -261,20 +256,23 @@ def test_a_bad_rate_is_refused_naming_the_field(shop, browser):
     assert "failed" == Queue(shop.db).get(job_id).state
 
 
+def long_ago(shop):
+    """A time long past, as the backend stores it."""
+    return "2000-01-01T00:00:00.000Z" if shop.db.dialect == "sqlite" else "2000-01-01T00:00:00Z"
+
+
 def test_a_session_idle_too_long_has_ended(shop, browser):
     """Idle past its limit by the database clock: back to the sign-in page."""
     sign_in(browser)
     assert 200 == browser.get("/").status_code
-    past = "2000-01-01T00:00:00.000Z" if shop.db.dialect == "sqlite" else "2000-01-01T00:00:00Z"
-    execute(shop, "UPDATE console_sessions SET last_seen_at = :past", past=past)
+    execute(shop, "UPDATE console_sessions SET last_seen_at = :past", past=long_ago(shop))
     assert 302 == browser.get("/").status_code
 
 
 def test_a_session_past_its_lifetime_has_ended(shop, browser):
     """Used all the time, it still ends at its expiry."""
     sign_in(browser)
-    past = "2000-01-01T00:00:00.000Z" if shop.db.dialect == "sqlite" else "2000-01-01T00:00:00Z"
-    execute(shop, "UPDATE console_sessions SET expires_at = :past", past=past)
+    execute(shop, "UPDATE console_sessions SET expires_at = :past", past=long_ago(shop))
     assert 302 == browser.get("/").status_code
 
 
