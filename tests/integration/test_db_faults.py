@@ -231,3 +231,18 @@ def test_leases_and_deadlines_come_from_the_database_clock(pg):
     deadline, lease = (datetime.fromisoformat(t) for t in done.stdout.split())
     assert 0 < (deadline - now).total_seconds() <= 600
     assert 0 < (lease - now).total_seconds() <= 30
+
+
+def test_postgres_sessions_bound_lock_waits_and_run_without_jit(postgres_url):
+    """The session settings the engine relies on, whatever the server's defaults."""
+    database = Database(postgres_url)
+    try:
+        with database.engine.connect() as conn:
+            settings = {
+                name: conn.execute(sa.text(f"SHOW {name}")).scalar()
+                for name in ("jit", "lock_timeout", "idle_in_transaction_session_timeout")
+            }
+    finally:
+        database.dispose()
+    assert "off" == settings["jit"]
+    assert "0" not in (settings["lock_timeout"], settings["idle_in_transaction_session_timeout"])
