@@ -128,6 +128,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     return {
         "webhook deliver": Command(_deliver, FLAGS),
         "webhook serve": Command(web.serve_command, web.FLAGS),
+        "webhook refusals": Command(web.refusals_command, web.FLAGS),
         "console": Command(web.console_command, web.FLAGS),
         "operator add": Command(web.operator_add, web.FLAGS),
         "operator list": Command(web.operator_list, web.FLAGS),

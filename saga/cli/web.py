@@ -18,12 +18,14 @@ from saga.cli.common import (
     positive_float,
     whole,
 )
+from saga.codec import iso, maybe_utc
 from saga.exceptions import InvalidInput
 
 if TYPE_CHECKING:
     import argparse
 
 FLAGS: Final = {
+    "limit": "--limit",
     "name": "NAME",
     "role": "--role",
     "password": "password",
@@ -51,6 +53,11 @@ def add_serve_parser(hooks: argparse._SubParsersAction[argparse.ArgumentParser])
         f"{SECRET_ENV_PREFIX}SANDBOX) or --secret.",
     )
     _server_options(serve, port=8080)
+    refusals = hooks.add_parser(
+        "refusals", help="requests refused at the door (bad signature, malformed, unknown)"
+    )
+    refusals.add_argument("--limit", type=whole, default=50, metavar="N", help="newest N (50)")
+    add_common_options(refusals, top_level=False)
 
 
 def add_console_parsers(
@@ -104,6 +111,12 @@ def _server_options(parser: argparse.ArgumentParser, *, port: int) -> None:
         help="how far a signed timestamp may be from the database clock (300 s)",
     )
     parser.add_argument("--threads", type=whole, default=4, metavar="N", help="request threads (4)")
+    parser.add_argument(
+        "--trusted-proxy",
+        metavar="ADDRESS",
+        help="the TLS-terminating proxy in front: its X-Forwarded-Proto is believed, so "
+        "cookies are Secure behind https (from any other address the header is dropped)",
+    )
     add_common_options(parser, top_level=False)
 
 
@@ -141,8 +154,49 @@ def _serve(args: argparse.Namespace, out: Output, *, console: bool, name: str) -
             sys.stderr.flush()
 
         app = create_app(engine, door=door, console=console)
-        serve(app, host=args.host, port=args.port, threads=args.threads, ready=ready)
+        serve(
+            app,
+            host=args.host,
+            port=args.port,
+            threads=args.threads,
+            trusted_proxy=args.trusted_proxy,
+            ready=ready,
+        )
     out.line(f"{name}: stopped")
+    return EXIT_OK
+
+
+def refusals_command(args: argparse.Namespace, out: Output) -> int:
+    """``saga webhook refusals``: the newest refused requests, for a look at an attack or a typo."""
+    if not 1 <= args.limit <= 10_000:
+        raise InvalidInput(field="limit", problem="must be between 1 and 10000")
+    with open_engine(args, create=False) as engine:
+        found = engine.db.transaction(
+            lambda tx: tx.all("list_refusals", limit=args.limit), write=False
+        )
+    listed = [
+        {
+            "id": int(row["id"]),
+            "source": row["source"],
+            "reason": row["reason"],
+            "detail": row["detail"],
+            "body_digest": row["body_digest"],
+            "body_excerpt": row["body_excerpt"],
+            "remote": row["remote"],
+            "received_at": iso(maybe_utc(row["received_at"])),
+        }
+        for row in found
+    ]
+    if out.as_json:
+        out.json(listed)
+    else:
+        out.table(
+            ("RECEIVED", "PROVIDER", "REASON", "FROM", "DETAIL"),
+            (
+                (r["received_at"], r["source"], r["reason"], r["remote"] or "", r["detail"][:70])
+                for r in listed
+            ),
+        )
     return EXIT_OK
 
 

@@ -58,9 +58,11 @@ class _Metric:
         self.labelnames = labelnames
         self._real: Any = None
 
-    def labels(self, *values: str) -> _Metric | Any:
-        """The child for these label values (itself, while disabled)."""
-        return self if self._real is None else self._real.labels(*values)
+    def labels(self, *values: str) -> Any:
+        """The child for these label values (one that records nothing, while disabled)."""
+        # Never itself: enable() between labels() and inc() would then call
+        # the real parent without its labels, which raises.
+        return _NOTHING if self._real is None else self._real.labels(*values)
 
     def inc(self, amount: float = 1) -> None:
         """Add ``amount`` (a counter)."""
@@ -84,6 +86,21 @@ class _Metric:
                     self.name, self.doc, self.labelnames, buckets=_BUCKETS
                 )
         return self._real
+
+
+class _Nothing:
+    """A labelled child of a disabled metric: records nothing."""
+
+    def inc(self, amount: float = 1) -> None:
+        """Nothing."""
+        del amount
+
+    def observe(self, amount: float) -> None:
+        """Nothing."""
+        del amount
+
+
+_NOTHING: Final = _Nothing()
 
 
 def _counter(name: str, doc: str, labels: tuple[str, ...] = ()) -> _Metric:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import secrets
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -76,14 +77,32 @@ def _hasher() -> Any:
     return PasswordHasher()
 
 
+_decoy_lock = threading.Lock()
+_decoy: list[str] = []
+
+
+def _decoy_hash(hasher: Any) -> str:
+    """
+    A hash to check a password against when the name is unknown (one per process).
+
+    A wrong name then costs one verification, as a wrong password does: the
+    time of an answer does not tell which names exist.
+    """
+    with _decoy_lock:
+        if not _decoy:
+            _decoy.append(hasher.hash(secrets.token_hex(16)))
+        return _decoy[0]
+
+
 class Operators:
     """Accounts and sessions in the engine's database."""
 
     def __init__(self, db: Database) -> None:
         self.db = db
-        # A hash to verify against when the name is unknown, so that a wrong
-        # name costs the same time as a wrong password.
-        self._decoy: str | None = None
+
+    def prepare(self) -> None:
+        """Compute the decoy hash now, so that the first unknown name is not slower."""
+        _decoy_hash(_hasher())
 
     def add(self, name: str, *, role: str, password: str) -> Operator:
         """A new operator; :class:`OperatorExists` if the name is taken."""
@@ -126,9 +145,8 @@ class Operators:
         if _plausible(name):
             row = self.db.transaction(lambda tx: tx.one("get_operator", name=name), write=False)
         if row is None or row["disabled_at"] is not None:
-            self._decoy = self._decoy or hasher.hash(secrets.token_hex(16))
             with contextlib.suppress(VerificationError):
-                hasher.verify(self._decoy, password)
+                hasher.verify(_decoy_hash(hasher), password)
             log.warning("sign_in_refused", operator=name[:64])
             return None
         try:

@@ -6,7 +6,8 @@ What goes, once older than the window by the database clock:
 * jobs archived as done, with their results;
 * inbox messages settled (applied, absorbed, not applicable), except those
   with a recorded conflict;
-* outbox events already published.
+* outbox events already published;
+* requests refused at the inbox's door (``inbox_refusals``).
 
 What never goes: sagas and their audit trail (business records: archive
 them with your database's tools), accepted operation ids, live jobs, dead
@@ -39,7 +40,7 @@ if TYPE_CHECKING:
 
     from saga.core.db import Database, Tx
 
-TARGETS: Final = ("jobs", "inbox", "outbox")
+TARGETS: Final = ("jobs", "inbox", "outbox", "refusals")
 _DURATION: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])", re.ASCII)
 _UNIT: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 DEFAULT_BATCH: Final = 1000

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import re
 from dataclasses import dataclass
 from typing import Final
 
@@ -70,33 +71,33 @@ def check(
             detail=f"signed at {timestamp}, {now - timestamp:+.0f} s from now; the tolerance "
             f"is {tolerance_s:g} s (a replayed or delayed request)",
         )
-    expected = [_mac(secret, timestamp, body) for secret in secrets]
-    if not any(hmac.compare_digest(mac, want) for mac in macs for want in expected):
+    expected = [_mac(secret, timestamp, body).encode() for secret in secrets if secret]
+    if not any(hmac.compare_digest(mac.encode(), want) for mac in macs for want in expected):
         raise SignatureRefused(
             reason="mismatch", detail="no signature matches the body with a configured secret"
         )
     return timestamp
 
 
+_TIMESTAMP = re.compile(r"\d{1,12}")
+_HEX_MAC = re.compile(r"[0-9a-f]{64}")
+
+
 def _parse(header: str) -> tuple[int, list[str]]:
+    """The signed timestamp and the ``v1`` HMACs; anything else is ``malformed``."""
     timestamp: int | None = None
     macs: list[str] = []
     for part in header.split(","):
-        key, sep, value = part.strip().partition("=")
-        if not sep:
-            continue
-        if key == "t":
-            try:
-                timestamp = int(value)
-            except ValueError:
-                timestamp = None
-                break
-        elif key == _SCHEME:
+        key, _, value = part.strip().partition("=")
+        if key == "t" and _TIMESTAMP.fullmatch(value):
+            timestamp = int(value)
+        elif key == _SCHEME and _HEX_MAC.fullmatch(value):
             macs.append(value)
     if timestamp is None or not macs:
         raise SignatureRefused(
             reason="malformed",
-            detail=f"{SIGNATURE_HEADER} must read t=<unix seconds>,{_SCHEME}=<hex HMAC-SHA256>",
+            detail=f"{SIGNATURE_HEADER} must read t=<unix seconds>,{_SCHEME}=<64 hex digits of "
+            "HMAC-SHA256>",
         )
     return timestamp, macs
 

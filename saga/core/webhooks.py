@@ -113,14 +113,16 @@ class WebhookDoor:
                 problem=f"no provider named {', '.join(unknown)}; the application receives "
                 f"webhooks from {', '.join(sorted(receivers)) or 'none'}",
             )
-        if not any(secrets.values()):
+        usable = {name: tuple(s for s in given if s) for name, given in secrets.items()}
+        if not any(usable.values()):
             raise InvalidInput(
                 field="secret",
                 problem="no webhook secret: a door that cannot check signatures stays shut",
             )
         self.engine = engine
         self.tolerance_s = tolerance_s
-        self.secrets = {name: tuple(s) for name, s in secrets.items() if s}
+        # An empty secret is no secret (anyone can compute an HMAC with it).
+        self.secrets = {name: given for name, given in usable.items() if given}
         self.receivers = {name: receivers[name] for name in self.secrets}
 
     def receive(
@@ -181,11 +183,11 @@ class WebhookDoor:
             "webhook_refused", provider=provider, reason=refused.reason, detail=refused.detail
         )
         row = {
-            "source": provider[:100],
+            "source": _storable(provider[:100]),
             "reason": refused.reason,
-            "detail": refused.detail[:1000],
+            "detail": _storable(refused.detail[:1000]),
             "body_digest": hashlib.sha256(body).hexdigest(),
-            "body_excerpt": body[:_EXCERPT_BYTES].decode("utf-8", "replace"),
+            "body_excerpt": _storable(body[:_EXCERPT_BYTES].decode("utf-8", "replace")),
             "remote": remote,
         }
         try:
@@ -223,6 +225,11 @@ def _answer(delivery: Delivered) -> Answer:
         # Kept, and matched again when it comes again: the sender should retry.
         return Answer(404, body)
     return Answer(200, body)
+
+
+def _storable(text: str) -> str:
+    # PostgreSQL text holds no NUL: a body crafted with one must still be recorded.
+    return text.replace("\x00", "\\x00")
 
 
 def _text(body: Mapping[str, Any], name: str) -> str:

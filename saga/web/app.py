@@ -11,6 +11,7 @@ import structlog
 from flask import Flask, Response, jsonify, request
 
 from saga.core import metrics
+from saga.core.operators import Operators
 from saga.core.signatures import SIGNATURE_HEADER
 from saga.core.webhooks import MAX_BODY_BYTES
 
@@ -38,8 +39,8 @@ def create_app(engine: Engine, *, door: WebhookDoor | None = None, console: bool
     metrics.enable()
     registry = metrics.registry_for(engine.db)
     app = Flask("saga")
-    # Larger bodies are cut off by the server before they are read; the door
-    # refuses (and records) anything over its own, smaller limit.
+    # Larger bodies are cut off by the server (see serve); the door refuses
+    # (and records) anything over its own, smaller limit.
     app.config["MAX_CONTENT_LENGTH"] = 4 * MAX_BODY_BYTES
     app.config["SECRET_KEY"] = secrets.token_hex(32)  # flashes only; sessions live in the database
     app.extensions["saga_engine"] = engine
@@ -73,6 +74,7 @@ def create_app(engine: Engine, *, door: WebhookDoor | None = None, console: bool
 
         app.register_blueprint(guard.blueprint)
         app.register_blueprint(_console.blueprint)
+        Operators(engine.db).prepare()
     return app
 
 
@@ -82,17 +84,34 @@ def serve(
     host: str,
     port: int,
     threads: int = DEFAULT_THREADS,
+    trusted_proxy: str | None = None,
     ready: Callable[[str, int], None] | None = None,
 ) -> None:
     """
     Serve ``app`` with waitress until SIGTERM or SIGINT.
 
     ``ready`` hears the address actually bound (``--port 0`` picks a free one).
+    ``trusted_proxy``: the address of the TLS-terminating proxy in front,
+    whose ``X-Forwarded-Proto`` is believed (then cookies are ``Secure``);
+    from anyone else the header is dropped.
     """
     from waitress.server import create_server  # noqa: PLC0415 - only when serving
 
+    proxy: dict[str, Any] = (
+        {"trusted_proxy": trusted_proxy, "trusted_proxy_headers": {"x-forwarded-proto"}}
+        if trusted_proxy
+        else {}
+    )
     server = create_server(
-        app, host=host, port=port, threads=threads, clear_untrusted_proxy_headers=True
+        app,
+        host=host,
+        port=port,
+        threads=threads,
+        clear_untrusted_proxy_headers=True,
+        # Refused before it is read, not buffered to disk first (waitress'
+        # own limit is 1 GiB); the door refuses anything over its smaller one.
+        max_request_body_size=4 * MAX_BODY_BYTES,
+        **proxy,
     )
     bound_host, bound_port = _address(server)
     if ready is not None:

@@ -15,6 +15,7 @@ import functools
 import hmac
 import secrets
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
+from urllib.parse import urlsplit
 
 from flask import (
     Blueprint,
@@ -139,14 +140,28 @@ def sign_out() -> Response | tuple[str, int]:
 
 
 def _same(given: str | None, expected: str | None) -> bool:
-    return bool(given) and bool(expected) and hmac.compare_digest(str(given), str(expected))
+    # Bytes: compare_digest refuses str with characters outside ASCII.
+    if not given or not expected:
+        return False
+    return hmac.compare_digest(str(given).encode(), str(expected).encode())
 
 
 def _safe_next(target: str | None) -> str | None:
-    # Only a path of this site: never an open redirect to another host.
-    if target and target.startswith("/") and not target.startswith("//"):
-        return target
-    return None
+    """
+    ``target`` if it is a path of this site, else ``None``: never an open redirect.
+
+    Browsers drop tabs and line breaks inside a URL and read a backslash as a
+    slash, so ``/<TAB>/evil.example`` would become ``//evil.example``: any of
+    them refuses the target, as does anything with a scheme or a host.
+    """
+    if not target or not target.startswith("/") or target.startswith("//"):
+        return None
+    if any(ch in target for ch in "\\\t\r\n") or any(ord(ch) < 0x20 for ch in target):
+        return None
+    parts = urlsplit(target)
+    if parts.scheme or parts.netloc:
+        return None
+    return target
 
 
 def _secure() -> bool:

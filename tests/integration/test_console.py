@@ -9,7 +9,14 @@ the audit actor.  Each refusal is shown to change nothing.
 
 from __future__ import annotations
 
+import contextlib
+import http.client as http_client
 import re
+import signal
+import socket
+import subprocess
+import sys
+from urllib.parse import urlencode
 
 import pytest
 
@@ -326,3 +333,126 @@ def test_bad_operator_input_is_refused_naming_the_field(shop):
     with pytest.raises(OperatorExists):
         accounts.add("ann", role="viewer", password=PASSWORD)
     assert ["ann", "vic"] == [o.name for o in accounts.list()]
+
+
+@pytest.mark.parametrize(
+    "target",
+    [
+        "//evil.example/",
+        "/\t/evil.example/",
+        "/\n/evil.example/",
+        "/\r/evil.example/",
+        "/\\evil.example/",
+        "https://evil.example/",
+        "/x\x00y",
+    ],
+    ids=["two-slashes", "tab", "newline", "carriage-return", "backslash", "absolute", "nul"],
+)
+def test_next_is_only_ever_a_path_of_this_site(browser, target):
+    """Browsers drop tabs and line breaks and read a backslash as a slash: all refused."""
+    answer = sign_in(browser, next_page=target)
+    assert (302, "/") == (answer.status_code, answer.headers["Location"])
+
+
+def test_next_keeps_a_path_of_this_site(browser):
+    """The page that sent you to sign in is where you land."""
+    answer = sign_in(browser, next_page="/recon?overdue=1")
+    assert "/recon?overdue=1" == answer.headers["Location"]
+
+
+def test_an_unknown_name_costs_one_verification_like_a_wrong_password(browser, monkeypatch):
+    """The decoy hash is made once per process, not per request: no timing tells names apart."""
+    from argon2 import PasswordHasher
+
+    from saga.core import operators as _operators
+
+    monkeypatch.setattr(_operators, "_decoy", [])
+    hashes = []
+    real_hash = PasswordHasher.hash
+
+    def counting(self, password, *, salt=None):
+        hashes.append(1)
+        return real_hash(self, password, salt=salt)
+
+    monkeypatch.setattr(PasswordHasher, "hash", counting)
+    for _ in range(3):
+        assert 401 == sign_in(browser, name="nobody").status_code
+    assert 1 == len(hashes)
+
+
+def test_a_csrf_token_outside_ascii_is_a_403_not_a_crash(shop, browser):
+    """compare_digest refuses non-ASCII str: the check compares bytes."""
+    sign_in(browser)
+    answer = browser.post("/dlq/replay", data={"csrf": "é", "job": "x"})
+    assert 403 == answer.status_code
+    assert 403 == browser.post("/login", data={"csrf": "é", "name": "ann"}).status_code
+
+
+@contextlib.contextmanager
+def console_process(shop, *extra):
+    """``saga console`` on a free port: (host, port); SIGTERM at the end."""
+    url = shop.db.url.render_as_string(hide_password=False)
+    command = [
+        *(sys.executable, "-m", "saga", "console", "--port", "0", "--db", url),
+        *("--sandbox-db", shop.sandbox_url, "--log-level", "error", *extra),
+    ]
+    with subprocess.Popen(
+        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    ) as server:
+        try:
+            first = server.stderr.readline()
+            assert first.startswith("saga console: listening on http://"), first
+            host, port = first.split()[-1].removeprefix("http://").split(":")
+            yield host, int(port)
+        finally:
+            server.send_signal(signal.SIGTERM)
+            assert 0 == server.wait(timeout=30)
+
+
+def http(host, port, method, path, *, body=None, headers=None):
+    connection = http_client.HTTPConnection(host, port, timeout=30)
+    try:
+        connection.request(method, path, body=body, headers=headers or {})
+        answer = connection.getresponse()
+        return answer.status, answer.getheaders(), answer.read().decode()
+    finally:
+        connection.close()
+
+
+@pytest.mark.parametrize(
+    ("extra", "secure"), [((), False), (("--trusted-proxy", "127.0.0.1"), True)]
+)
+def test_the_session_cookie_is_secure_behind_a_trusted_tls_proxy(shop, extra, secure):
+    """X-Forwarded-Proto is believed only from the proxy named; then the cookie is Secure."""
+    with console_process(shop, *extra) as (host, port):
+        _, headers, page = http(host, port, "GET", "/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', page).group(1)
+        login_cookie = next(v for k, v in headers if k == "Set-Cookie").split(";")[0]
+        form = urlencode({"csrf": token, "name": "ann", "password": PASSWORD, "next": ""})
+        status, headers, _ = http(
+            host,
+            port,
+            "POST",
+            "/login",
+            body=form,
+            headers={
+                "Content-Type": "application/x-www-form-urlencoded",
+                "Cookie": login_cookie,
+                "X-Forwarded-Proto": "https",
+            },
+        )
+    assert 302 == status
+    session = next(v for k, v in headers if k == "Set-Cookie" and SESSION_COOKIE in v)
+    assert secure == ("Secure" in session)
+
+
+def test_a_body_over_the_limit_is_refused_before_it_is_read(shop):
+    """413 from the declared length alone: the server does not wait for (or buffer) 500 MB."""
+    with console_process(shop) as (host, port), socket.create_connection((host, port)) as conn:
+        conn.settimeout(20)
+        conn.sendall(
+            b"POST /login HTTP/1.1\r\nHost: x\r\nContent-Type: text/plain\r\n"
+            b"Content-Length: 500000000\r\n\r\n"
+        )
+        first_line = conn.recv(200).split(b"\r\n")[0]
+    assert b"413" in first_line

@@ -31,6 +31,7 @@ from saga.web import create_app
 from tests.approval_app import app as approval_app
 from tests.helpers import dump, rows
 from tests.integration.test_guards import start, steps
+from tests.purchases import cli_json
 
 SECRET = "whsec_test_0123456789"
 
@@ -329,3 +330,63 @@ def test_a_sandbox_with_the_wrong_secret_is_refused_and_keeps_its_webhooks(shop)
     assert [] == rows(shop, "SELECT event_id FROM inbox")
     assert {("sandbox", "mismatch")} == set(refusals(shop))
     assert shop.sandbox.next_webhook_in() is not None
+
+
+@pytest.mark.parametrize(
+    ("header", "reason"),
+    [
+        ("t=" + "9" * 400 + ",v1=" + "0" * 64, "malformed"),
+        ("t=1796180000,v1=\u00e9", "malformed"),
+        ("t=1796180000,v1=" + "0" * 63, "malformed"),
+    ],
+    ids=["huge-timestamp", "not-ascii", "short-mac"],
+)
+def test_a_signature_header_out_of_shape_is_a_recorded_400_not_a_crash(
+    shop, client, header, reason
+):
+    """Parsed strictly before any arithmetic or comparison: refused and recorded."""
+    answer = post(client, succeeded("pay_1"), header=header)
+    assert (400, reason) == (answer.status_code, answer.json["refused"])
+    assert [("sandbox", reason)] == refusals(shop)
+
+
+def test_a_body_with_a_nul_byte_is_still_recorded_when_refused(shop, client):
+    """PostgreSQL text holds no NUL: the excerpt is escaped, never the record lost."""
+    answer = post(client, b'\x00{"event_id": "evt_1"}', secret="whsec_someone_else")
+    assert 400 == answer.status_code
+    (row,) = rows(shop, "SELECT reason, body_excerpt FROM inbox_refusals")
+    assert ("mismatch", True) == (row["reason"], row["body_excerpt"].startswith("\\x00"))
+
+
+def test_an_empty_secret_is_no_secret(shop):
+    """Anyone can compute an HMAC with an empty key: it never opens the door."""
+    with pytest.raises(InvalidInput):
+        WebhookDoor(shop, {"sandbox": ("",)})
+    door = create_app(shop, door=WebhookDoor(shop, {"sandbox": ("", SECRET)})).test_client()
+    _, payment_id = paid_at_provider(shop)
+    assert 400 == post(door, succeeded(payment_id), secret="").status_code
+    assert 200 == post(door, succeeded(payment_id), secret=SECRET).status_code
+
+
+def test_refusals_are_pruned_with_the_other_finished_rows(shop, client):
+    """inbox_refusals grows with anonymous requests: `saga prune` keeps it bounded."""
+    from saga.core.prune import Pruner
+
+    post(client, succeeded("pay_1"), secret="whsec_someone_else")
+    assert 1 == len(refusals(shop))
+    report = Pruner(shop.db, older_than_s=0.0).run()
+    assert 1 == report.pruned["refusals"]
+    assert [] == refusals(shop)
+
+
+def test_saga_webhook_refusals_lists_what_the_door_turned_away(shop, client, capsys):
+    """Operators see an attack or a mistyped secret: newest first, with the reason."""
+    post(client, succeeded("pay_1"), secret="whsec_someone_else")
+    post(client, succeeded("pay_1"), provider="stripe")
+    code, listed = cli_json(
+        capsys, "webhook", "refusals", "--db", shop.db.url.render_as_string(False)
+    )
+    assert 0 == code
+    assert [("stripe", "unknown_provider"), ("sandbox", "mismatch")] == [
+        (r["source"], r["reason"]) for r in listed
+    ]

@@ -74,3 +74,17 @@ WITH batch AS (
 )
 DELETE FROM outbox o USING batch WHERE o.id = batch.id AND o.published_at IS NOT NULL
 RETURNING o.id;
+
+-- name: count_prunable_refusals
+-- Requests refused at the inbox's door before the cut-off.
+SELECT count(*) FROM inbox_refusals WHERE received_at < CAST(:cutoff AS timestamptz);
+
+-- name: prune_refusals
+-- One batch of them.
+WITH batch AS (
+    SELECT id FROM inbox_refusals WHERE received_at < CAST(:cutoff AS timestamptz)
+    ORDER BY received_at LIMIT :batch
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM inbox_refusals r USING batch WHERE r.id = batch.id
+RETURNING r.id;

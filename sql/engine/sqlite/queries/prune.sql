@@ -60,3 +60,14 @@ WHERE id IN (SELECT id FROM outbox
              ORDER BY published_at LIMIT :batch)
   AND published_at IS NOT NULL
 RETURNING id;
+
+-- name: count_prunable_refusals
+-- Requests refused at the inbox's door before the cut-off.
+SELECT count(*) FROM inbox_refusals WHERE received_at < :cutoff;
+
+-- name: prune_refusals
+-- One batch of them.
+DELETE FROM inbox_refusals
+WHERE id IN (SELECT id FROM inbox_refusals WHERE received_at < :cutoff
+             ORDER BY received_at LIMIT :batch)
+RETURNING id;
