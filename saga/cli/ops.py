@@ -248,16 +248,12 @@ def _recon_assign(args: argparse.Namespace, out: Output) -> int:
 
 
 def _recon_resolve(args: argparse.Namespace, out: Output) -> int:
-    from saga.purchase import money as _money
-
     with open_engine(args) as engine:
         amount = None
         if args.amount is not None:
             if args.external_ref is None:
                 raise InvalidInput(field="amount", problem="goes with --external-ref")
-            seen = engine.recon.show(args.id)[0]
-            currency = engine.purchases.get(seen.saga_id).currency
-            amount = _money.parse_amount(args.amount, currency, field="amount")
+            amount = engine.recon.parse_amount(args.id, args.amount)
         item = engine.recon.resolve(
             args.id,
             outcome=args.outcome,

@@ -117,6 +117,9 @@ class ReconPolicy:
         first_check_seconds, max_attempts, backoff_base, backoff_cap: the checker's
             schedule; review_seconds: the next look of a human-owned item;
             deadline_seconds: when an unresolved item becomes overdue.
+        amount: how an operator's amount of money moved outside the provider
+            (``--amount``, the console's field) becomes minor units, from the
+            saga (its currency); ``None``: the application takes no amounts.
 
     """
 
@@ -132,6 +135,7 @@ class ReconPolicy:
     backoff_cap: float = 60.0
     review_seconds: float = 3600.0
     deadline_seconds: float = 24 * 3600.0
+    amount: Callable[[SagaRecord, str], int] | None = None
 
     def next_check(self, attempts: int) -> float:
         """Seconds until the check after ``attempts`` checks (exponential, capped)."""

@@ -26,7 +26,7 @@ from saga.core.recon import (
     event_log,
     get_item_in,
 )
-from saga.core.sagas import fire_in
+from saga.core.sagas import fire_in, get_in
 from saga.exceptions import ConflictError, InvalidInput, SagaError
 
 if TYPE_CHECKING:
@@ -126,6 +126,24 @@ class Reconciliation:
             return get_item_in(tx, item_id)
 
         return self._audited(item_id, operator, "assign", work)
+
+    def parse_amount(self, item_id: str, text: str) -> int:
+        """
+        An operator's amount of external money, in the item's saga's minor units.
+
+        The application's policy reads it (the purchase: in the purchase's
+        currency); an application without one takes no amounts.
+        """
+        if self.policy.amount is None:
+            raise InvalidInput(field="amount", problem="this application takes no amounts")
+        parse = self.policy.amount
+        _validation.identifier("item_id", item_id)
+
+        def work(tx: Tx) -> int:
+            item = get_item_in(tx, item_id)
+            return parse(get_in(tx, item.saga_id), text)
+
+        return self.db.transaction(work, write=False)
 
     def resolve(
         self,

@@ -28,7 +28,7 @@ from saga import (
     record_observation,
 )
 from saga.exceptions import InvalidInput, ProviderUnavailable
-from saga.purchase.money import format_minor
+from saga.purchase.money import format_minor, parse_amount
 from saga.purchase.payments import record_payment, record_refund, refund_evidence
 from steps.purchase import payment_evidence, payment_key, read_payment, refund_key
 
@@ -89,6 +89,7 @@ PURCHASE_RECON: Final = ReconPolicy(
     reason=_reason,
     # No automatic check can settle these: a human decides from the start.
     human_reasons=frozenset({"amount_mismatch", "refund_declined"}),
+    amount=lambda saga, text: parse_amount(text, str(saga.data["currency"]), field="amount"),
 )
 _MONEY_TAKEN: Final = ("paid", "mismatch")
 

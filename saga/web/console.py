@@ -137,13 +137,21 @@ def recon_assign(item_id: str) -> Response:
 def recon_resolve(item_id: str) -> Response:
     """Decide the item after the provider is asked again (refused if it disagrees)."""
     with _refusals():
+        external_ref = request.form.get("external_ref") or None
+        amount_text = request.form.get("amount") or None
+        amount = None
+        if amount_text is not None:
+            if external_ref is None:
+                raise InvalidInput(field="amount", problem="goes with an external reference")
+            amount = engine().recon.parse_amount(item_id, amount_text)
         item = engine().recon.resolve(
             item_id,
             outcome=request.form.get("outcome", ""),
             operator=g.session.operator.name,
             reason=request.form.get("reason", ""),
             expected_version=_version(),
-            external_ref=request.form.get("external_ref") or None,
+            external_ref=external_ref,
+            amount_minor=amount,
         )
         saga = engine().sagas.get(item.saga_id)
         flash(f"resolved as {item.resolution}; {saga.kind} {saga.id} is now {saga.state}", "ok")

@@ -59,13 +59,13 @@ def csrf_of(client, path):
     return re.search(r'name="csrf" value="([^"]+)"', page).group(1)
 
 
-def unknown_payment(shop):
-    """A purchase whose payment call timed out after charging: an open item."""
+def unknown_payment(shop, method="pm_timeout_after_charge"):
+    """A purchase whose payment call timed out (after charging, by default): an open item."""
     purchase = shop.purchases.start(
         operation_id="op-1",
         intensive_id="js",
         student_id="s-1",
-        payment_method="pm_timeout_after_charge",
+        payment_method=method,
         hold_seconds=600,
     ).purchase
     kinds = PurchaseSteps(shop.db, shop.registry, shop.provider_getter).kinds()
@@ -75,14 +75,11 @@ def unknown_payment(shop):
     return purchase, item
 
 
-def resolve(client, item, outcome, reason="the provider shows the charge"):
+def resolve(client, item, outcome, reason="the provider shows the charge", **more):
     """Post the item page's resolve form, as the signed-in operator."""
     token = csrf_of(client, f"/recon/{item.id}")
-    return client.post(
-        f"/recon/{item.id}/resolve",
-        data={"csrf": token, "version": str(item.version), "outcome": outcome, "reason": reason},
-        follow_redirects=True,
-    )
+    form = {"csrf": token, "version": str(item.version), "outcome": outcome, "reason": reason}
+    return client.post(f"/recon/{item.id}/resolve", data={**form, **more}, follow_redirects=True)
 
 
 def test_a_page_without_a_session_goes_to_the_sign_in_page(browser):
@@ -456,3 +453,28 @@ def test_a_body_over_the_limit_is_refused_before_it_is_read(shop):
         )
         first_line = conn.recv(200).split(b"\r\n")[0]
     assert b"413" in first_line
+
+
+def test_money_received_by_transfer_is_recorded_with_its_amount_from_the_form(shop, browser):
+    """External reference and amount, parsed in the purchase's currency as the CLI does."""
+    purchase, item = unknown_payment(shop, "pm_timeout_before_charge")
+    sign_in(browser)
+    page = resolve(browser, item, "paid", external_ref="BANK-1", amount="10.00")
+    assert "must be 49.00 EUR" in page.get_data(as_text=True)
+    assert [] == rows(shop, "SELECT * FROM external_movements")
+    item = shop.recon.show(item.id)[0]
+    resolve(
+        browser, item, "paid", reason="seen on the statement", external_ref="BANK-1", amount="49.00"
+    )
+    assert "confirmed" == shop.purchases.get(purchase.id).state
+    (moved,) = rows(shop, "SELECT reference, amount_minor, operator FROM external_movements")
+    assert {"reference": "BANK-1", "amount_minor": 4900, "operator": "ann"} == moved
+
+
+def test_an_amount_without_an_external_reference_is_refused(shop, browser):
+    """The amount is the external movement's: alone it means nothing, and nothing changes."""
+    purchase, item = unknown_payment(shop, "pm_timeout_before_charge")
+    sign_in(browser)
+    page = resolve(browser, item, "not_paid", amount="49.00")
+    assert "refused: amount" in page.get_data(as_text=True)
+    assert "needs_reconciliation" == shop.purchases.get(purchase.id).state
