@@ -55,6 +55,12 @@ ServicesFactory = Callable[[Context], Mapping[str, Any]]
 FiguresFactory = Callable[[Context], Mapping[str, Any]]
 SubscribersFactory = Callable[[Context], Mapping[str, Iterable[Callable[[Any], object]]]]
 WebhooksFactory = Callable[[Context], Mapping[str, "Receiver"]]
+MessagesOf = Callable[[Context, str], Iterable[Mapping[str, Any]]]
+
+
+def _no_messages(engine: Context, saga_id: str) -> tuple[()]:
+    del engine, saga_id
+    return ()
 
 
 def _nothing(engine: Context) -> tuple[()]:
@@ -97,6 +103,9 @@ class Application:
             for an engine (``POST /webhooks/<provider>``, see
             :class:`~saga.core.webhooks.WebhookDoor`); each route's source is
             served too.
+        messages: the messages its own inbox matched to one saga (``source``,
+            ``event_id``, ``type``, ``outcome``, ``detail``, ``received_at``),
+            shown with the engine's inbox's in the console's timeline.
 
     """
 
@@ -113,6 +122,7 @@ class Application:
     subscribers: SubscribersFactory = _no_services
     consumers: tuple[Consumer, ...] = ()
     webhooks: WebhooksFactory = _no_services
+    messages: MessagesOf = _no_messages
 
     def route_sources(self) -> set[str]:
         """The sources its inbox routes take messages from."""

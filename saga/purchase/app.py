@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from saga import Application, Lazy, ReconHook, Registry, SqlComponent, record_provider_call
 from saga.purchase.catalogue import Catalogue
 from saga.purchase.events import PURCHASE_EVENTS, SALES
-from saga.purchase.inbox import Inbox
+from saga.purchase.inbox import Inbox, messages_of
 from saga.purchase.purchases import Purchases, SeatHook
 from saga.purchase.recon import PURCHASE_RECON, PaymentJudge, payment_checker
 from saga.purchase.steps import (
@@ -202,4 +202,5 @@ def purchase_app() -> Application:
         sql=PURCHASE_SQL,
         consumers=(SALES,),
         webhooks=webhooks,
+        messages=messages_of,
     )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from saga import open_review
 from saga import validation as _validation
-from saga.codec import digest, dump_json
+from saga.codec import digest, dump_json, iso, maybe_utc
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase import money as _money
 from saga.purchase.steps import apply_payment, apply_refund
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga import Database, Registry, Tx
+    from saga import Context, Database, Registry, Tx
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
 EVENTS: Final = PROVIDER_EVENTS
@@ -364,3 +364,11 @@ def _find_purchase(tx: Tx, event: ProviderEvent) -> str | None:
         if row is not None:
             return str(row["saga_id"])
     return None
+
+
+def messages_of(engine: Context, saga_id: str) -> list[dict[str, Any]]:
+    """The provider events the purchase's inbox matched to one purchase, oldest first."""
+    rows = engine.db.transaction(
+        lambda tx: tx.all("inbox_of_saga", saga_id=saga_id, limit=200), write=False
+    )
+    return [{**dict(row), "received_at": iso(maybe_utc(row["received_at"]))} for row in rows]

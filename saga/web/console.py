@@ -283,11 +283,15 @@ def sagas() -> str:
 def saga(saga_id: str) -> str:
     """One saga's timeline (history, jobs, timers, events in and out) and why it is there."""
     instance = engine().instances.show(saga_id)
+    events = engine().instances.events(saga_id)
+    # The application's own inbox too (the purchase keeps its provider's events apart).
+    received = [*events["in"], *engine().app.messages(engine(), saga_id)]
+    events["in"] = sorted(received, key=lambda message: str(message["received_at"]))
     return render_template(
         "saga.html",
         instance=instance,
         why=explain(engine().instances, saga_id),
-        events=engine().instances.events(saga_id),
+        events=events,
     )
 
 

@@ -478,3 +478,31 @@ def test_an_amount_without_an_external_reference_is_refused(shop, browser):
     page = resolve(browser, item, "not_paid", amount="49.00")
     assert "refused: amount" in page.get_data(as_text=True)
     assert "needs_reconciliation" == shop.purchases.get(purchase.id).state
+
+
+def test_a_purchases_timeline_shows_the_provider_events_its_inbox_matched(shop, browser):
+    """The application's own inbox (the purchase's provider events) is in the timeline too."""
+    from saga.purchase.inbox import ProviderEvent
+
+    purchase = shop.purchases.start(
+        operation_id="op-9", intensive_id="js", student_id="s-9", payment_method="pm_ok"
+    ).purchase
+    kinds = PurchaseSteps(shop.db, shop.registry, shop.provider_getter).kinds()
+    request = [k for k in kinds if k.name == "purchase.request_payment"]
+    Worker(shop.db, Handlers(request), listen=False).run(burst=True)
+    payment_id = shop.purchases.get(purchase.id).payment["payment_id"]
+    delivery = shop.inbox.deliver(
+        ProviderEvent(
+            event_id="evt_seen_1",
+            type="payment.succeeded",
+            payment_id=payment_id,
+            amount_minor=4900,
+            currency="EUR",
+        ),
+        source="sandbox",
+    )
+    assert purchase.id == delivery.saga_id
+    sign_in(browser)
+    page = browser.get(f"/sagas/{purchase.id}").get_data(as_text=True)
+    assert "evt_seen_1" in page
+    assert "payment.succeeded" in page

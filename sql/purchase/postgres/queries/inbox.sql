@@ -24,3 +24,8 @@ WHERE event_id = :event_id;
 -- The same event id with other content: recorded, never applied.
 INSERT INTO inbox_conflicts (event_id, digest, payload)
 VALUES (:event_id, :digest, CAST(:payload AS jsonb));
+
+-- name: inbox_of_saga
+-- The provider events the inbox matched to one purchase, oldest first.
+SELECT source, event_id, type, outcome, detail, received_at
+FROM inbox WHERE saga_id = :saga_id ORDER BY received_at, event_id LIMIT :limit;
