@@ -1,0 +1,64 @@
+"""
+The purchase with a payment provider that answers at once, for bench/saga.
+
+``saga worker --app instant:app`` (with this folder on ``PYTHONPATH``): the
+purchase application unchanged but for its provider, which charges at once
+under the key it is given, so that the provider is not what is measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+from saga.purchase.app import purchase_app
+from steps import ProviderPayment, ProviderRefund
+
+if TYPE_CHECKING:
+    from saga import Application
+
+
+class InstantProvider:
+    """Pays at once under the key; remembers what it charged in this process."""
+
+    def __init__(self) -> None:
+        self.charges: dict[str, ProviderPayment] = {}
+
+    def create_payment(
+        self, *, key: str, amount_minor: int, currency: str, method: str, reference: str
+    ) -> ProviderPayment:
+        del method, reference
+        payment = self.charges.get(key) or ProviderPayment(
+            payment_id=f"pay_{key.removeprefix('pay:')}",
+            key=key,
+            status="succeeded",
+            amount_minor=amount_minor,
+            charged_minor=amount_minor,
+            currency=currency,
+        )
+        self.charges[key] = payment
+        return payment
+
+    def payment_status(self, *, key: str) -> ProviderPayment | None:
+        return self.charges.get(key)
+
+    def cancel_payment(self, *, key: str) -> ProviderPayment | None:
+        return self.charges.get(key)
+
+    def refund(self, *, key: str, payment_id: str, amount_minor: int) -> ProviderRefund:
+        msg = "the bench's happy path refunds nothing"
+        raise NotImplementedError(msg)
+
+    def refund_status(self, *, key: str) -> ProviderRefund | None:
+        return None
+
+
+def app() -> Application:
+    """The purchase application with the instant provider."""
+    base = purchase_app()
+
+    def services(engine: Any) -> Any:
+        engine.options["provider"] = InstantProvider()
+        return base.services(engine)
+
+    return dataclasses.replace(base, services=services)
