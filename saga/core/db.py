@@ -27,6 +27,7 @@ from tenacity import (
     RetryCallState,
     Retrying,
     retry_if_exception,
+    retry_if_exception_type,
     stop_after_attempt,
     stop_after_delay,
     wait_random_exponential,
@@ -126,6 +127,10 @@ def normalize_url(url: str, *, field: str = "db") -> URL:
     return parsed.set(drivername="sqlite")
 
 
+class StaleConnection(Exception):
+    """A pooled connection was dead on a transaction's first statement: nothing ran."""
+
+
 class Tx:
     """
     A transaction in progress: runs the dialect's named queries with bound parameters.
@@ -136,13 +141,14 @@ class Tx:
     whether that lease was still valid when they were made.
     """
 
-    __slots__ = ("_after_commit", "conn", "db", "lease")
+    __slots__ = ("_after_commit", "_ran", "conn", "db", "lease")
 
     def __init__(self, conn: Connection, db: Database) -> None:
         self.conn = conn
         self.db = db
         self.lease: tuple[str, str] | None = None
         self._after_commit: list[Callable[[], object]] = []
+        self._ran = False
 
     def after_commit(self, action: Callable[[], object]) -> None:
         """
@@ -170,7 +176,16 @@ class Tx:
         return self.db.dialect
 
     def _execute(self, name: str, params: Mapping[str, Any]) -> sa.CursorResult[Any]:
-        return self.conn.execute(self.db.statement(name), dict(params))
+        try:
+            result = self.conn.execute(self.db.statement(name), dict(params))
+        except sa.exc.DBAPIError as exc:
+            if exc.connection_invalidated and not self._ran:
+                # The pooled connection was dead before anything ran (the
+                # server restarted, the session was ended): safe to run again.
+                raise StaleConnection from exc
+            raise
+        self._ran = True
+        return result
 
     def one(self, query: str, /, **params: Any) -> RowMapping | None:
         """The first row of ``query``, or ``None``."""
@@ -272,7 +287,10 @@ class Database:
             self.url,
             pool_size=pool_size,
             max_overflow=pool_size,
-            pool_pre_ping=True,
+            # No ping before each use (a round trip per transaction): a pooled
+            # connection found dead on a transaction's first statement is
+            # replaced and the transaction run again (StaleConnection).
+            pool_pre_ping=False,
             connect_args={
                 "application_name": application_name,
                 "connect_timeout": 10,
@@ -399,7 +417,7 @@ class Database:
         """
         self._ensure_ready()
         retrying = Retrying(
-            retry=retry_if_exception(_is_transient),
+            retry=retry_if_exception(_is_transient) | retry_if_exception_type(StaleConnection),
             wait=wait_random_exponential(multiplier=0.005, max=0.5),
             stop=stop_after_delay(self.lock_wait) | stop_after_attempt(200),
             before_sleep=_log_retry,
@@ -413,6 +431,9 @@ class Database:
         except sa.exc.DBAPIError as exc:
             # Still locked (or still conflicting) after the whole wait.
             raise self._gave_up(exc, time.monotonic() - started) from exc
+        except StaleConnection as exc:
+            cause = exc.__cause__
+            raise DatabaseUnavailable(f"the database keeps dropping connections: {cause}") from exc
         raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
 
     def _gave_up(self, exc: sa.exc.DBAPIError, waited: float) -> DatabaseError:

@@ -9,6 +9,7 @@ BEGIN.  Each test fails when its guard is removed.
 
 from __future__ import annotations
 
+import os
 import shutil
 import sqlite3
 import subprocess
@@ -27,7 +28,7 @@ from saga.core.handlers import Handlers, JobKind
 from saga.core.queue import Queue
 from saga.core.worker import Worker
 from saga.exceptions import DatabaseBusy
-from tests.conftest import IN_CI
+from tests.conftest import IN_CI, _libpq_url
 from tests.helpers import db_now, rows, scalar, wait_until
 
 LISTENERS = """
@@ -246,3 +247,45 @@ def test_postgres_sessions_bound_lock_waits_and_run_without_jit(postgres_url):
         database.dispose()
     assert "off" == settings["jit"]
     assert "0" not in (settings["lock_timeout"], settings["idle_in_transaction_session_timeout"])
+
+
+def test_a_pooled_connection_the_server_ended_is_replaced_and_the_work_runs_once(
+    postgres_url, monkeypatch
+):
+    """No ping before each use: a dead pooled connection costs one retry, never a failure."""
+    name = f"saga-stale-{os.getpid()}-{id(monkeypatch)}"
+    monkeypatch.setenv("SAGA_APPLICATION_NAME", name)
+    with Engine(postgres_url, check_schema=False) as setup:
+        setup.upgrade()
+    with Engine(postgres_url) as engine:
+        engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")  # pooled now
+        with psycopg.connect(_libpq_url(postgres_url), autocommit=True) as admin:
+            ended = admin.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                "WHERE application_name = %s",
+                (name,),
+            ).fetchone()[0]
+        assert ended >= 1
+        engine.catalogue.add("py", seats=3, price="49.00", currency="EUR")
+        assert ["js", "py"] == sorted(i.id for i in engine.catalogue.list())
+
+
+def test_a_connection_lost_after_the_first_statement_is_never_run_again(postgres_url):
+    """Something may have run (even committed): the transaction is not repeated, it fails."""
+    from saga.exceptions import DatabaseError
+
+    with Engine(postgres_url, check_schema=False) as setup:
+        setup.upgrade()
+    calls = []
+
+    def work(tx):
+        calls.append(1)
+        tx.scalar("db_now")
+        pid = tx.conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        with psycopg.connect(_libpq_url(postgres_url), autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        return tx.scalar("db_now")
+
+    with Engine(postgres_url) as engine, pytest.raises(DatabaseError):
+        engine.db.transaction(work)
+    assert 1 == len(calls)
