@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from saga.codec import digest, dump_json
 from saga.core import metrics
@@ -74,8 +74,13 @@ class Context(Protocol):
         """An application service, by name."""
 
 
+T = TypeVar("T")
 TimeoutPayload = Callable[[Context, SagaRecord, str], Mapping[str, Any]]
 StepKinds = Callable[[Context], "Sequence[JobKind]"]
+
+
+def _nothing_more(tx: Tx, started: Started) -> None:
+    del tx, started
 
 
 def _no_payload(engine: Context, saga: SagaRecord, event: str) -> Mapping[str, Any]:
@@ -240,10 +245,37 @@ class Sagas:
         ``prepare`` runs in the transaction to turn the request into the
         saga's data (and may raise to refuse it).
         """
+        started, _ = self.start_then(
+            kind,
+            operation_id=operation_id,
+            request=request,
+            prepare=prepare,
+            actor=actor,
+            then=_nothing_more,
+        )
+        return started
+
+    def start_then(
+        self,
+        kind: str,
+        *,
+        operation_id: str,
+        request: Mapping[str, Any],
+        then: Callable[[Tx, Started], T],
+        prepare: Callable[[Tx], Mapping[str, Any]] | None = None,
+        actor: str = "api",
+    ) -> tuple[Started, T]:
+        """
+        :meth:`start`, then ``then`` in the same transaction (the reply's read-back).
+
+        One transaction instead of two for a caller that answers with more
+        than the saga (the purchase answers with its payment, history, …).
+        """
         check_operation_id(operation_id)
         saga_type = self.registry.get(kind)
-        started = self.db.transaction(
-            lambda tx: start_in(
+
+        def work(tx: Tx) -> tuple[Started, T]:
+            started = start_in(
                 tx,
                 saga_type,
                 operation_id=operation_id,
@@ -251,11 +283,13 @@ class Sagas:
                 prepare=prepare,
                 actor=actor,
             )
-        )
+            return started, then(tx, started)
+
+        done = self.db.transaction(work)
         # Committed, not yet acknowledged: a client that never hears back
         # retries with the same operation id and gets this saga.
         crash_point("accept.after_commit")
-        return started
+        return done
 
     def fire(
         self,

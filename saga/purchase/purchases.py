@@ -181,6 +181,14 @@ class Purchase:
         return out
 
 
+def _get_in(tx: Tx, saga_id: str) -> Purchase:
+    """:meth:`Purchases.get` inside ``tx``."""
+    row = tx.one("get_purchase", saga_id=saga_id)
+    if row is None:
+        raise NotFound(kind="purchase", key=saga_id)
+    return _with_trail(tx, Purchase.from_row(row, tuple(history_in(tx, saga_id))))
+
+
 def _with_trail(tx: Tx, purchase: Purchase) -> Purchase:
     """The purchase with its payment, refund and latest reconciliation item."""
     payment = tx.one("get_payment", saga_id=purchase.id)
@@ -276,26 +284,26 @@ class Purchases:
             }
 
         try:
-            started = self.sagas.start(
-                KIND, operation_id=operation_id, request=request, prepare=prepare, actor=actor
+            # The reply's read-back in the acceptance's own transaction.
+            started, purchase = self.sagas.start_then(
+                KIND,
+                operation_id=operation_id,
+                request=request,
+                prepare=prepare,
+                actor=actor,
+                then=lambda tx, started: _get_in(tx, started.saga.id),
             )
         except DatabaseError as exc:
             if exc.constraint in _ONE_SEAT_PER_STUDENT:
                 raise DuplicatePurchase(intensive_id=intensive_id, student_id=student_id) from exc
             raise
-        return StartResult(purchase=self.get(started.saga.id), created=started.created)
+        return StartResult(purchase=purchase, created=started.created)
 
     def get(self, saga_id: str) -> Purchase:
         """One purchase with its history; :class:`NotFound` if there is none."""
         _validation.identifier("purchase_id", saga_id)
 
-        def work(tx: Tx) -> Purchase:
-            row = tx.one("get_purchase", saga_id=saga_id)
-            if row is None:
-                raise NotFound(kind="purchase", key=saga_id)
-            return _with_trail(tx, Purchase.from_row(row, tuple(history_in(tx, saga_id))))
-
-        return self.db.transaction(work, write=False)
+        return self.db.transaction(lambda tx: _get_in(tx, saga_id), write=False)
 
     def list(
         self, *, state: str | None = None, intensive_id: str | None = None, limit: int = 100
