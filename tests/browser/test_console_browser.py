@@ -13,9 +13,6 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -26,6 +23,7 @@ from saga.core.operators import Operators
 from saga.core.queue import Queue
 from saga.core.worker import Worker
 from saga.purchase.steps import PurchaseSteps
+from tests.integration.test_console import console_process
 
 ROOT = Path(__file__).resolve().parents[2]
 ARTIFACTS = Path(os.environ.get("SAGA_TEST_ARTIFACTS", ROOT / ".artifacts")) / "screenshots"
@@ -76,22 +74,10 @@ def world(postgres_url):
 
 
 @pytest.fixture
-def console(world, postgres_url):
-    """``saga console`` on a free port; its address."""
-    command = [
-        *(sys.executable, "-m", "saga", "console", "--port", "0", "--db", postgres_url),
-        *("--sandbox-db", world.sandbox_url, "--log-level", "error"),
-    ]
-    with subprocess.Popen(
-        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
-    ) as server:
-        try:
-            first = server.stderr.readline()
-            assert first.startswith("saga console: listening on http://127.0.0.1:"), first
-            yield first.split()[-1]
-        finally:
-            server.send_signal(signal.SIGTERM)
-            assert 0 == server.wait(timeout=30)
+def console(world):
+    """``saga console`` on a free port: its address."""
+    with console_process(world) as (host, port):
+        yield f"http://{host}:{port}"
 
 
 @pytest.fixture
