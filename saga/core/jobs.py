@@ -129,16 +129,18 @@ def _repeated_within(jobs: Sequence[NewJob]) -> list[NewJob]:
     return repeats
 
 
+def timer_job(*, saga_id: str, version: int, event: str, due: datetime) -> NewJob:
+    """The timer of a saga's deadline ``due`` (read from the database), as a job."""
+    return NewJob(
+        id=f"timer:{saga_id}:{version}",
+        queue=TIMER_QUEUE,
+        kind=TIMER_KIND,
+        payload={"saga_id": saga_id, "version": version, "event": event},
+        saga_id=saga_id,
+        available_at=due,
+    )
+
+
 def enqueue_timer_in(tx: Tx, *, saga_id: str, version: int, event: str, due: datetime) -> bool:
     """Queue the timer of a saga's deadline ``due`` (read from the database) inside ``tx``."""
-    return enqueue_in(
-        tx,
-        NewJob(
-            id=f"timer:{saga_id}:{version}",
-            queue=TIMER_QUEUE,
-            kind=TIMER_KIND,
-            payload={"saga_id": saga_id, "version": version, "event": event},
-            saga_id=saga_id,
-            available_at=due,
-        ),
-    )
+    return enqueue_in(tx, timer_job(saga_id=saga_id, version=version, event=event, due=due))

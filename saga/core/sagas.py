@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from saga.codec import digest, dump_json
 from saga.core import metrics
 from saga.core.faults import crash_point
-from saga.core.jobs import TIMER_KIND, NewJob, enqueue_in, enqueue_timer_in
+from saga.core.jobs import TIMER_KIND, NewJob, enqueue_many_in, timer_job
 from saga.core.outbox import emit_in
 from saga.core.records import SagaRecord, TransitionRecord
 from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
@@ -499,24 +499,25 @@ def _deadline(state: State, data: Mapping[str, Any]) -> tuple[str | None, float 
 
 
 def _enter(tx: Tx, saga_type: SagaType, saga: SagaRecord, state: State) -> None:
-    """Queue what entering ``state`` starts: its timer and its actions."""
-    if saga.deadline_event is not None and saga.deadline_at is not None:
-        enqueue_timer_in(
-            tx,
+    """Queue what entering ``state`` starts: its timer and its actions (one batch)."""
+    jobs = [
+        NewJob(
+            id=f"step:{saga.id}:{saga.version}:{action}",
+            queue=saga_type.queue,
+            kind=f"{saga.kind}.{action}",
+            payload={"saga_id": saga.id, "version": saga.version, "action": action},
             saga_id=saga.id,
-            version=saga.version,
-            event=saga.deadline_event,
-            due=saga.deadline_at,
+            max_attempts=saga_type.max_attempts,
         )
-    for action in state.actions:
-        enqueue_in(
-            tx,
-            NewJob(
-                id=f"step:{saga.id}:{saga.version}:{action}",
-                queue=saga_type.queue,
-                kind=f"{saga.kind}.{action}",
-                payload={"saga_id": saga.id, "version": saga.version, "action": action},
+        for action in state.actions
+    ]
+    if saga.deadline_event is not None and saga.deadline_at is not None:
+        jobs.append(
+            timer_job(
                 saga_id=saga.id,
-                max_attempts=saga_type.max_attempts,
-            ),
+                version=saga.version,
+                event=saga.deadline_event,
+                due=saga.deadline_at,
+            )
         )
+    enqueue_many_in(tx, jobs)

@@ -181,12 +181,18 @@ class Purchase:
         return out
 
 
-def _get_in(tx: Tx, saga_id: str) -> Purchase:
-    """:meth:`Purchases.get` inside ``tx``."""
+def _get_in(tx: Tx, saga_id: str, *, fresh: bool = False) -> Purchase:
+    """
+    :meth:`Purchases.get` inside ``tx``.
+
+    ``fresh``: the purchase was created in ``tx``, so it has no payment,
+    refund or reconciliation item to read yet.
+    """
     row = tx.one("get_purchase", saga_id=saga_id)
     if row is None:
         raise NotFound(kind="purchase", key=saga_id)
-    return _with_trail(tx, Purchase.from_row(row, tuple(history_in(tx, saga_id))))
+    purchase = Purchase.from_row(row, tuple(history_in(tx, saga_id)))
+    return purchase if fresh else _with_trail(tx, purchase)
 
 
 def _with_trail(tx: Tx, purchase: Purchase) -> Purchase:
@@ -291,7 +297,8 @@ class Purchases:
                 request=request,
                 prepare=prepare,
                 actor=actor,
-                then=lambda tx, started: _get_in(tx, started.saga.id),
+                # Created in this transaction: no payment, refund or item yet.
+                then=lambda tx, started: _get_in(tx, started.saga.id, fresh=started.created),
             )
         except DatabaseError as exc:
             if exc.constraint in _ONE_SEAT_PER_STUDENT:
