@@ -259,9 +259,12 @@ class Database:
         self._ready = True
         self._preparing = False
         self._lock = threading.RLock()
+        #: How this engine's sessions are named in ``pg_stat_activity`` (PostgreSQL).
+        self.application_name = (
+            application_name or os.environ.get("SAGA_APPLICATION_NAME") or "saga"
+        )
         if self.dialect == "postgres":
-            name = application_name or os.environ.get("SAGA_APPLICATION_NAME") or "saga"
-            self.engine = self._postgres_engine(pool_size, name)
+            self.engine = self._postgres_engine(pool_size, self.application_name)
         else:
             self.engine = self._sqlite_engine()
 

@@ -506,6 +506,7 @@ class Worker:
             self.db.url.set(drivername="postgresql").render_as_string(hide_password=False),
             stopping=self._stopping,
             log=self._log,
+            application_name=f"{self.db.application_name}:listen",
         )
         try:
             yield listener.wait
@@ -522,8 +523,11 @@ class _Listener:
     it never dies for want of a notification.
     """
 
-    def __init__(self, conninfo: str, *, stopping: threading.Event, log: Any) -> None:
+    def __init__(
+        self, conninfo: str, *, stopping: threading.Event, log: Any, application_name: str
+    ) -> None:
         self.conninfo = conninfo
+        self.application_name = application_name
         self.stopping = stopping
         self.log = log
         self.conn: psycopg.Connection[Any] | None = None
@@ -531,7 +535,12 @@ class _Listener:
 
     def _connect(self) -> None:
         try:
-            conn = psycopg.connect(self.conninfo, autocommit=True, connect_timeout=10)
+            conn = psycopg.connect(
+                self.conninfo,
+                autocommit=True,
+                connect_timeout=10,
+                application_name=self.application_name,
+            )
             conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
         except psycopg.Error as exc:
             self.log.warning("listen_unavailable", error=str(exc).strip(), fallback="polling")

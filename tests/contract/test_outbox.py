@@ -466,8 +466,11 @@ def test_a_refused_event_holds_back_no_other_saga(orders):
         rows_by_saga[second]["last_error"],
         rows_by_saga[second]["lease_token"],
     )
-    assert 1 == relay.poll()  # the other saga's event, at once
-    assert outbox(orders)[1]["published_at"] is not None
+    # The other saga's event goes at once.  (The refused one may be due again
+    # too: its backoff has full jitter, so it can be nearly nothing.)
+    relay.poll()
+    published = {row["saga_id"]: row["published_at"] for row in outbox(orders)}
+    assert (None, True) == (published[first], published[second] is not None)
 
 
 def test_outages_do_not_count_as_refusals(orders):

@@ -15,6 +15,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import uuid
 from datetime import datetime
 
 import psycopg
@@ -33,16 +34,26 @@ from tests.helpers import db_now, rows, scalar, wait_until
 
 LISTENERS = """
 SELECT pid FROM pg_stat_activity
-WHERE datname = current_database() AND query = 'LISTEN "saga_jobs"' AND pid <> pg_backend_pid()
+WHERE datname = current_database() AND application_name = :name
+  AND query = 'LISTEN "saga_jobs"' AND pid <> pg_backend_pid()
 """
 
 
 @pytest.fixture
-def pg(postgres_url):
+def pg(postgres_url, monkeypatch):
+    # Sessions named for this test alone: other workers on the server (another
+    # test run, a chaos run) listen on the same channel.
+    monkeypatch.setenv("SAGA_APPLICATION_NAME", f"saga-test-{uuid.uuid4().hex[:12]}")
     with Engine(postgres_url, check_schema=False) as setup:
         setup.upgrade()
     with Engine(postgres_url) as engine:
         yield engine
+
+
+def listeners(pg):
+    """This test's LISTEN sessions."""
+    name = f"{pg.db.application_name}:listen"
+    return [r["pid"] for r in rows(pg, LISTENERS, name=name)]
 
 
 @pytest.mark.slow
@@ -54,10 +65,10 @@ def test_a_dropped_listen_session_is_reconnected(pg):
     thread = threading.Thread(target=worker.run, daemon=True)
     thread.start()
     try:
-        (first,) = wait_until(lambda: [r["pid"] for r in rows(pg, LISTENERS)])
+        (first,) = wait_until(lambda: listeners(pg))
         scalar(pg, "SELECT pg_terminate_backend(:pid)", pid=first)
         # A fresh session; with a 60 s poll only a notification can wake the worker now.
-        wait_until(lambda: [r["pid"] for r in rows(pg, LISTENERS) if r["pid"] != first])
+        wait_until(lambda: [pid for pid in listeners(pg) if pid != first])
         Queue(pg.db).enqueue(NewJob(id="wake", queue="test", kind="test.noop"))
         wait_until(lambda: done, timeout=30)
         assert thread.is_alive()

@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
@@ -161,7 +162,8 @@ def test_sigterm_lets_the_running_job_finish(engine, db_url, tmp_path):
 
 LISTENING = """
 SELECT count(*) FROM pg_stat_activity
-WHERE datname = current_database() AND query = 'LISTEN "saga_jobs"'
+WHERE datname = current_database() AND application_name = :name
+  AND query = 'LISTEN "saga_jobs"'
 """
 
 
@@ -182,12 +184,19 @@ def test_postgres_workers_wake_on_notify(postgres_url):
         "--poll-interval",
         "60",
     ]
+    # Named for this test: other workers on the server listen on the same channel.
+    name = f"saga-test-{uuid.uuid4().hex[:12]}"
     process = subprocess.Popen(
-        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        command,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "SAGA_APPLICATION_NAME": name},
     )
     try:
         with Engine(postgres_url) as pg:
-            wait_until(lambda: scalar(pg, LISTENING))
+            wait_until(lambda: scalar(pg, LISTENING, name=f"{name}:listen"))
             Queue(pg.db).enqueue(NewJob(id="wake", queue="test", kind="test.noop"))
             wait_until(lambda: Queue(pg.db).get("wake").state == "done", timeout=20)
     finally:
