@@ -105,9 +105,27 @@ def chrome():
 
 
 def find(driver, css):
+    """The element, once the page shows it (a click's navigation takes its time)."""
     from selenium.webdriver.common.by import By
+    from selenium.webdriver.support import expected_conditions
+    from selenium.webdriver.support.ui import WebDriverWait
 
-    return driver.find_element(By.CSS_SELECTOR, css)
+    located = expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
+    return WebDriverWait(driver, 60).until(located)
+
+
+def shows(driver, text):
+    """Wait until the page's main part says ``text``."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 60).until(lambda d: text in d.find_element("css selector", "main").text)
+
+
+def arrives(driver, path):
+    """Wait until the browser is on a page whose address contains ``path``."""
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    WebDriverWait(driver, 60).until(lambda d: path in d.current_url)
 
 
 def sign_in(driver, console, name="ann"):
@@ -149,6 +167,7 @@ def test_an_operator_resolves_an_item_from_the_queue_and_the_saga_moves(world, c
     assert "confirmed" == world.purchases.get(item.saga_id).state
     assert "operator:ann" == item.resolved_by
     find(chrome, "a[href^='/sagas/']").click()
+    arrives(chrome, "/sagas/")
     screenshot(chrome, "saga")
     assert "confirmed" in find(chrome, "main").text
 
@@ -214,6 +233,6 @@ def test_the_sagas_page_finds_a_saga_by_operation_id(world, console, chrome):
     screenshot(chrome, "sagas")
     find(chrome, "input[name=q]").send_keys("op-1")
     find(chrome, "form.filters button").click()
-    assert "Why it is here" in find(chrome, "main").text
+    shows(chrome, "Why it is here")
     with contextlib.suppress(Exception):
         screenshot(chrome, "saga-explained")
