@@ -12,7 +12,7 @@ import dataclasses
 from typing import TYPE_CHECKING, Any
 
 from saga.purchase.app import purchase_app
-from steps import ProviderPayment, ProviderRefund
+from steps import PermanentError, ProviderPayment, ProviderRefund
 
 if TYPE_CHECKING:
     from saga import Application
@@ -46,8 +46,10 @@ class InstantProvider:
         return self.charges.get(key)
 
     def refund(self, *, key: str, payment_id: str, amount_minor: int) -> ProviderRefund:
-        msg = "the bench's happy path refunds nothing"
-        raise NotImplementedError(msg)
+        # The bench's happy path never refunds: a refund asked for is refused,
+        # as a real provider would refuse one it cannot make.
+        msg = f"the instant provider makes no refunds ({key}, {payment_id}, {amount_minor})"
+        raise PermanentError(msg)
 
     def refund_status(self, *, key: str) -> ProviderRefund | None:
         return None
