@@ -104,28 +104,40 @@ def chrome():
         driver.quit()
 
 
+def wait(driver, condition):
+    """Wait for ``condition``, a minute at most.
+
+    While a click's navigation runs, an element found on the old page goes stale
+    (or is not there yet): both mean "not yet", never a failure.
+    """
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    ignored = (NoSuchElementException, StaleElementReferenceException)
+    return WebDriverWait(driver, 60, ignored_exceptions=ignored).until(condition)
+
+
 def find(driver, css):
     """The element, once the page shows it (a click's navigation takes its time)."""
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support import expected_conditions
-    from selenium.webdriver.support.ui import WebDriverWait
 
-    located = expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css))
-    return WebDriverWait(driver, 60).until(located)
+    return wait(driver, expected_conditions.presence_of_element_located((By.CSS_SELECTOR, css)))
+
+
+def says(driver, css, text):
+    """Wait until the element ``css`` says ``text`` (on the page a click leads to)."""
+    wait(driver, lambda d: text in d.find_element("css selector", css).text)
 
 
 def shows(driver, text):
     """Wait until the page's main part says ``text``."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, 60).until(lambda d: text in d.find_element("css selector", "main").text)
+    says(driver, "main", text)
 
 
 def arrives(driver, path):
     """Wait until the browser is on a page whose address contains ``path``."""
-    from selenium.webdriver.support.ui import WebDriverWait
-
-    WebDriverWait(driver, 60).until(lambda d: path in d.current_url)
+    wait(driver, lambda d: path in d.current_url)
 
 
 def sign_in(driver, console, name="ann"):
@@ -133,7 +145,7 @@ def sign_in(driver, console, name="ann"):
     find(driver, "input[name=name]").send_keys(name)
     find(driver, "input[name=password]").send_keys(PASSWORD)
     find(driver, "form button[type=submit]").click()
-    assert f"{name} (" in find(driver, "header .who").text
+    says(driver, "header .who", f"{name} (")
 
 
 def screenshot(driver, name):
@@ -142,10 +154,6 @@ def screenshot(driver, name):
     if os.environ.get("SAGA_DOCS_SCREENSHOTS") == "1":
         DOCS.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(DOCS / f"{name}.png"))
-
-
-def flash(driver):
-    return find(driver, ".flash").text
 
 
 def test_an_operator_resolves_an_item_from_the_queue_and_the_saga_moves(world, console, chrome):
@@ -161,15 +169,15 @@ def test_an_operator_resolves_an_item_from_the_queue_and_the_saga_moves(world, c
     Select(find(chrome, "select[name=outcome]")).select_by_visible_text("paid")
     find(chrome, "input[name=reason]").send_keys("the provider shows the charge")
     find(chrome, "form[action$='/resolve'] button").click()
-    assert "resolved as paid" in flash(chrome)
-    assert "is now confirmed" in flash(chrome)
+    says(chrome, ".flash", "resolved as paid")
+    says(chrome, ".flash", "is now confirmed")
     (item,) = world.recon.find(status="resolved")
     assert "confirmed" == world.purchases.get(item.saga_id).state
     assert "operator:ann" == item.resolved_by
     find(chrome, "a[href^='/sagas/']").click()
     arrives(chrome, "/sagas/")
     screenshot(chrome, "saga")
-    assert "confirmed" in find(chrome, "main").text
+    shows(chrome, "confirmed")
 
 
 def test_an_operator_replays_a_dead_letter(world, console, chrome):
@@ -178,7 +186,7 @@ def test_an_operator_replays_a_dead_letter(world, console, chrome):
     chrome.get(f"{console}/dlq")
     screenshot(chrome, "dead-letters")
     find(chrome, "form[action='/dlq/replay'] input[name=job][value='poison-1'] ~ button").click()
-    assert "replayed 1 dead letter" in flash(chrome)
+    says(chrome, ".flash", "replayed 1 dead letter")
     assert "pending" == Queue(world.db).get("poison-1").state
 
 
@@ -187,7 +195,7 @@ def test_a_viewer_sees_no_action_and_a_forced_one_is_refused(world, console, chr
     sign_in(chrome, console, name="vic")
     (item,) = world.recon.find()
     chrome.get(f"{console}/recon/{item.id}")
-    assert "viewers cannot act" in find(chrome, "main").text
+    shows(chrome, "viewers cannot act")
     assert not chrome.find_elements("css selector", "form[action$='/resolve']")
     chrome.execute_script(
         """
@@ -209,7 +217,7 @@ def test_a_viewer_sees_no_action_and_a_forced_one_is_refused(world, console, chr
             "reason": "forced",
         },
     )
-    assert "viewers cannot act" in find(chrome, ".flash").text
+    says(chrome, ".flash", "viewers cannot act")
     assert "open" == world.recon.show(item.id)[0].status
 
 
@@ -222,7 +230,7 @@ def test_a_form_without_its_csrf_token_is_refused(world, console, chrome):
         "document.querySelector(\"form[action$='/assign'] input[name=csrf]\").remove()"
     )
     find(chrome, "form[action$='/assign'] button").click()
-    assert "CSRF" in find(chrome, ".flash").text
+    says(chrome, ".flash", "CSRF")
     assert "checker" == world.recon.show(item.id)[0].owner
 
 
