@@ -147,6 +147,47 @@ class Done:
     result: Any = field(default=None)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaimSpec:
+    """What a worker claims: job kinds, how many, for how long, with or without a rescue."""
+
+    kinds_json: str
+    batch: int
+    lease_seconds: float
+    rescue: bool = False
+    # Nothing claimed: look for expired leases too before answering "none",
+    # in the same transaction (a worker in burst mode must not stop while a
+    # dead worker's jobs wait).
+    rescue_if_idle: bool = False
+
+    @classmethod
+    def of(
+        cls,
+        kinds: Iterable[str],
+        *,
+        batch: int,
+        lease_seconds: float,
+        rescue: bool = False,
+        rescue_if_idle: bool = False,
+    ) -> ClaimSpec:
+        """The spec for ``kinds``."""
+        return cls(
+            kinds_json=json.dumps(sorted(set(kinds))),
+            batch=batch,
+            lease_seconds=lease_seconds,
+            rescue=rescue,
+            rescue_if_idle=rescue_if_idle,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Claimed:
+    """The jobs one claim took; when it took none, how long until one is due."""
+
+    jobs: list[Job]
+    next_due_in: float | None = None
+
+
 class Queue:
     """Accept, claim and settle jobs in one database."""
 
@@ -215,24 +256,8 @@ class Queue:
         every few seconds rather than on every claim: expired leases appear a
         lease after a crash, not sooner.
         """
-        kinds_json = json.dumps(sorted(set(kinds)))
-        token = uuid.uuid4().hex
-
-        def work(tx: Tx) -> list[Job]:
-            if rescue:
-                rescued = _rescue(tx, kinds_json, token, lease_seconds, batch)
-                if rescued:
-                    return rescued
-            rows = tx.all(
-                "claim_jobs",
-                kinds=kinds_json,
-                token=token,
-                lease_seconds=lease_seconds,
-                batch=batch,
-            )
-            return [Job.from_claim(row, token) for row in rows]
-
-        return self.db.transaction(work)
+        spec = ClaimSpec.of(kinds, batch=batch, lease_seconds=lease_seconds, rescue=rescue)
+        return self.db.transaction(lambda tx: claim_in(tx, spec).jobs)
 
     def next_due_in(self, kinds: Iterable[str]) -> float | None:
         """Seconds until the next pending job of ``kinds`` is due; ``None`` if none is pending."""
@@ -255,6 +280,22 @@ class Queue:
             return set()
         return self.db.transaction(lambda tx: complete_in(tx, done))
 
+    def complete_then_claim(
+        self, done: Sequence[Done], spec: ClaimSpec
+    ) -> tuple[set[str], Claimed]:
+        """
+        :meth:`complete` ``done`` and claim the next jobs in the same transaction.
+
+        A busy worker pays one transaction per batch instead of two; a job the
+        completion queued (the saga's next step) can be the next one claimed.
+        """
+
+        def work(tx: Tx) -> tuple[set[str], Claimed]:
+            owned = complete_in(tx, done) if done else set()
+            return owned, claim_in(tx, spec)
+
+        return self.db.transaction(work)
+
     def complete_with(self, job: Job, apply: Callable[[Tx], T]) -> tuple[bool, T | None]:
         """
         Run ``apply`` and complete ``job`` in one fenced transaction.
@@ -264,18 +305,33 @@ class Queue:
         back and ``(False, None)`` comes back, so a stale worker changes
         nothing.  ``apply``'s return value is stored as the job's result.
         """
+        owned, value, _ = self.complete_with_then_claim(job, apply, None)
+        return owned, value
 
-        def work(tx: Tx) -> T:
+    def complete_with_then_claim(
+        self, job: Job, apply: Callable[[Tx], T], spec: ClaimSpec | None
+    ) -> tuple[bool, T | None, Claimed | None]:
+        """
+        :meth:`complete_with`, then (with ``spec``) claim the next jobs in the same transaction.
+
+        The claim comes after the fence: the completed job's row is locked and
+        deleted by then, so nothing can reclaim it before the commit, and a
+        refused fence rolls the claim back with everything else.
+        """
+
+        def work(tx: Tx) -> tuple[T, Claimed | None]:
             tx.lease = (job.id, job.token)
             value = apply(tx)
             if not complete_in(tx, [Done(job, value)]):
                 raise LeaseLost(job_id=job.id)
-            return value
+            tx.lease = None
+            return value, None if spec is None else claim_in(tx, spec)
 
         try:
-            return True, self.db.transaction(work)
+            value, claimed = self.db.transaction(work)
         except LeaseLost:
-            return False, None
+            return False, None, None
+        return True, value, claimed
 
     def retry(self, job: Job, *, delay: float, error: str, error_class: str) -> bool:
         """
@@ -334,6 +390,30 @@ class Queue:
             return owned
 
         return self.db.transaction(work)
+
+
+def claim_in(tx: Tx, spec: ClaimSpec) -> Claimed:
+    """:meth:`Queue.claim` inside ``tx``, with the wait until the next due job when none is."""
+    token = uuid.uuid4().hex
+    if spec.rescue:
+        rescued = _rescue(tx, spec.kinds_json, token, spec.lease_seconds, spec.batch)
+        if rescued:
+            return Claimed(rescued)
+    rows = tx.all(
+        "claim_jobs",
+        kinds=spec.kinds_json,
+        token=token,
+        lease_seconds=spec.lease_seconds,
+        batch=spec.batch,
+    )
+    if rows:
+        return Claimed([Job.from_claim(row, token) for row in rows])
+    if spec.rescue_if_idle and not spec.rescue:
+        rescued = _rescue(tx, spec.kinds_json, token, spec.lease_seconds, spec.batch)
+        if rescued:
+            return Claimed(rescued)
+    due = tx.scalar("next_due_in", kinds=spec.kinds_json)
+    return Claimed([], None if due is None else float(due))
 
 
 def _rescue(tx: Tx, kinds_json: str, token: str, lease_seconds: float, batch: int) -> list[Job]:

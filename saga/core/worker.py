@@ -25,7 +25,7 @@ from psycopg import sql
 from saga.core import metrics
 from saga.core.faults import crash_point
 from saga.core.handlers import Apply, Handlers, JobKind, error_text
-from saga.core.queue import DEFAULT_LEASE_SECONDS, Done, Job, Queue
+from saga.core.queue import DEFAULT_LEASE_SECONDS, Claimed, ClaimSpec, Done, Job, Queue, claim_in
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -138,6 +138,14 @@ class Worker:
         # every claim would cost two statements per batch for nothing.
         self._rescue_interval = min(5.0, lease_seconds / 4)
         self._next_rescue = 0.0
+        # Outside run()'s loop (a test stepping the worker, burst mode) a claim
+        # that finds nothing also looks for expired leases; the loop of a
+        # long-running worker leaves that to the rescue interval.
+        self._idle_rescue = True
+        # The next batch, claimed in the transaction that settled the last one.
+        self._ahead: Claimed | None = None
+        self._fold = False  # only run()'s loop claims ahead: a stepping caller sees pending jobs
+        self._next_due: float | None = None
         self.exit_when_stuck = exit_when_stuck
         self._stopping = threading.Event()
         self._in_hand: dict[str, Job] = {}
@@ -160,38 +168,59 @@ class Worker:
     def run(self, *, burst: bool = False) -> WorkerReport:
         """Work until :meth:`stop`, or with ``burst`` until nothing is due."""
         self._log.info("worker_started", kinds=self.kinds, burst=burst, batch=self.batch)
-        with self._heartbeat(), self._listener() as wait:
-            while not self.stopping:
-                if self.run_once() + self._poll():
-                    continue
-                if burst:
-                    break
-                wait(self._idle_timeout())
+        self._idle_rescue = burst
+        self._fold = True
+        try:
+            with self._heartbeat(), self._listener() as wait:
+                while not self.stopping:
+                    if self.run_once() + self._poll():
+                        continue
+                    if burst:
+                        break
+                    wait(self._idle_timeout())
+                self._give_back_ahead()
+        finally:
+            self._idle_rescue = True
+            self._fold = False
         self._log.info("worker_stopped", **self.report.as_dict())
         return self.report
 
     def run_once(self) -> int:
         """Claim one batch and run it; the number of jobs claimed."""
-        now = time.monotonic()
-        rescue = now >= self._next_rescue
-        if rescue:
-            self._next_rescue = now + self._rescue_interval
-        jobs = self.queue.claim(
-            self.kinds, batch=self.batch, lease_seconds=self.lease_seconds, rescue=rescue
-        )
-        if not jobs and not rescue:
-            # Idle: make sure no expired lease is waiting before reporting none.
-            self._next_rescue = now + self._rescue_interval
-            jobs = self.queue.claim(
-                self.kinds, batch=self.batch, lease_seconds=self.lease_seconds, rescue=True
-            )
-        metrics.CLAIM_SECONDS.observe(time.monotonic() - now)
+        started = time.monotonic()
+        claimed, self._ahead = self._ahead, None
+        if claimed is None:
+            claimed = self.db.transaction(lambda tx: claim_in(tx, self._claim_spec()))
+            metrics.CLAIM_SECONDS.observe(time.monotonic() - started)
+        self._next_due = claimed.next_due_in
+        jobs = claimed.jobs
         if jobs:
             self.report.claimed += len(jobs)
             for job in jobs:
                 metrics.JOBS_CLAIMED.labels(job.kind).inc()
             self._process(jobs)
         return len(jobs)
+
+    def _claim_spec(self) -> ClaimSpec:
+        """The next claim: expired leases are looked for every few seconds, not every time."""
+        now = time.monotonic()
+        rescue = now >= self._next_rescue
+        if rescue:
+            self._next_rescue = now + self._rescue_interval
+        return ClaimSpec.of(
+            self.kinds,
+            batch=self.batch,
+            lease_seconds=self.lease_seconds,
+            rescue=rescue,
+            rescue_if_idle=self._idle_rescue,
+        )
+
+    def _give_back_ahead(self) -> None:
+        """Release a batch claimed ahead that will not run (the worker stops)."""
+        claimed, self._ahead = self._ahead, None
+        if claimed is not None and claimed.jobs:
+            self.report.claimed += len(claimed.jobs)
+            self._release(claimed.jobs)
 
     def _poll(self) -> int:
         done = 0
@@ -205,7 +234,7 @@ class Worker:
         return done
 
     def _idle_timeout(self) -> float:
-        waits = [self.queue.next_due_in(self.kinds)]
+        waits = [self._next_due]
         for poller in self.pollers:
             try:
                 waits.append(poller.next_due_in())
@@ -231,28 +260,31 @@ class Worker:
                     return
                 if self._was_lost(job):
                     continue  # given back while an earlier job of the batch hung
+                # The batch's last transaction claims the next batch: the last
+                # job's own completion, unless the flush below comes after it.
+                last = index == len(jobs) - 1 and not done
                 try:
-                    result = self._run_one(self.handlers[job.kind], job)
+                    result = self._run_one(self.handlers[job.kind], job, claim_next=last)
                 except Exception as exc:  # noqa: BLE001 - see _settle_crash
                     self._settle_crash(job, exc)
                     continue
                 if isinstance(result, Done):
                     done.append(result)
-            self._flush(done)
+            self._flush(done, claim_next=True)
         finally:
             with self._guard:
                 for job in jobs:
                     self._in_hand.pop(job.id, None)
                     self._lost.discard(job.id)
 
-    def _run_one(self, kind: JobKind, job: Job) -> Done | None:
+    def _run_one(self, kind: JobKind, job: Job, *, claim_next: bool = False) -> Done | None:
         started = time.monotonic()
         try:
-            return self._run_and_settle(kind, job)
+            return self._run_and_settle(kind, job, claim_next=claim_next)
         finally:
             metrics.STEP_SECONDS.labels(job.kind).observe(time.monotonic() - started)
 
-    def _run_and_settle(self, kind: JobKind, job: Job) -> Done | None:
+    def _run_and_settle(self, kind: JobKind, job: Job, *, claim_next: bool) -> Done | None:
         with self._guard:
             self._running[job.id] = time.monotonic()
         try:
@@ -273,8 +305,9 @@ class Worker:
             self._log.warning("result_discarded", job_id=job.id, reason="lease lost while running")
             return None
         if isinstance(value, Apply):
+            spec = self._next_claim() if claim_next else None
             try:
-                owned, _ = self.queue.complete_with(job, value.apply)
+                owned, _, self._ahead = self.queue.complete_with_then_claim(job, value.apply, spec)
             except Exception as exc:  # noqa: BLE001 - the effect failed: classify and settle
                 self._settle_failure(kind, job, exc)
                 return None
@@ -283,6 +316,10 @@ class Worker:
             self._count_completion(job, owned)
             return None
         return Done(job, value)
+
+    def _next_claim(self) -> ClaimSpec | None:
+        """The claim to fold into a batch's last transaction (none when stopping)."""
+        return self._claim_spec() if self._fold and not self.stopping else None
 
     def _let_go(self, job: Job) -> None:
         """
@@ -301,12 +338,16 @@ class Worker:
         # another attempt.  The worker lives on for the other jobs.
         self._log.error("job_not_settled", job_id=job.id, kind=job.kind, error=error_text(exc))
 
-    def _flush(self, done: Sequence[Done]) -> None:
+    def _flush(self, done: Sequence[Done], *, claim_next: bool = False) -> None:
         if not done:
             return
         crash_point("worker.before_complete")
+        spec = self._next_claim() if claim_next else None
         try:
-            owned = self.queue.complete(done)
+            if spec is None:
+                owned = self.queue.complete(done)
+            else:
+                owned, self._ahead = self.queue.complete_then_claim(done, spec)
         except Exception as exc:  # noqa: BLE001 - the leases expire and the jobs come back
             for item in done:
                 self._settle_crash(item.job, exc)
