@@ -1,0 +1,78 @@
+"""
+Contract: a busy worker claims its next batch in the transaction that settles the last one.
+
+A chain of jobs (each queues the next in its completion) runs one
+transaction per job, not two: the completion that queues a step claims it.
+A worker asked to stop gives back a batch it claimed ahead, so nothing stays
+leased to a worker that is gone; a worker stepped by hand (``run_once``)
+never claims ahead.  On SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import event
+
+from saga import Apply, NewJob, enqueue_in
+from saga.core.handlers import Handlers, JobKind
+from saga.core.queue import Queue
+from saga.core.worker import Worker
+
+CHAIN = 10
+
+
+def chain_kind(stop_after=None):
+    """Each job queues the next one in its own completion, ``CHAIN`` jobs in all."""
+    worker_box = []
+
+    def step(job):
+        n = int(job.payload["n"])
+
+        def apply(tx):
+            if stop_after is not None and n == stop_after:
+                worker_box[0].stop()  # the signal comes as the completion claims ahead
+            if n + 1 < CHAIN:
+                after = NewJob(id=f"c{n + 1}", queue="q", kind="chain", payload={"n": n + 1})
+                enqueue_in(tx, after)
+            return {"n": n}
+
+        return Apply(apply)
+
+    return JobKind("chain", step, queue="q"), worker_box
+
+
+def commits(engine):
+    """A list that grows by one per committed transaction of ``engine``'s database."""
+    seen = []
+    event.listen(engine.db.engine, "commit", lambda conn: seen.append(1))
+    return seen
+
+
+def test_a_chain_of_steps_costs_one_transaction_per_step(engine):
+    """Ten chained jobs: ten completions (each claiming the next) and the first claim."""
+    kind, _ = chain_kind()
+    Queue(engine.db).enqueue(NewJob(id="c0", queue="q", kind="chain", payload={"n": 0}))
+    worker = Worker(engine.db, Handlers([kind]), listen=False, batch=1, poll_interval=0.05)
+    seen = commits(engine)
+    report = worker.run(burst=True)
+    assert (CHAIN, CHAIN) == (report.claimed, report.done)
+    assert CHAIN + 1 == len(seen)
+
+
+def test_a_stopping_worker_gives_back_the_batch_it_claimed_ahead(engine):
+    """Stopped as a step completes: the job claimed ahead is pending again, not leased."""
+    kind, box = chain_kind(stop_after=3)
+    Queue(engine.db).enqueue(NewJob(id="c0", queue="q", kind="chain", payload={"n": 0}))
+    worker = Worker(engine.db, Handlers([kind]), listen=False, batch=1, poll_interval=0.05)
+    box.append(worker)
+    worker.run()
+    assert "done" == Queue(engine.db).get("c3").state
+    assert "pending" == Queue(engine.db).get("c4").state
+
+
+def test_a_worker_stepped_by_hand_leaves_the_next_job_pending(engine):
+    """run_once() runs one batch; the job its completion queued waits for the next call."""
+    kind, _ = chain_kind()
+    Queue(engine.db).enqueue(NewJob(id="c0", queue="q", kind="chain", payload={"n": 0}))
+    worker = Worker(engine.db, Handlers([kind]), listen=False, batch=1)
+    assert 1 == worker.run_once()
+    assert "pending" == Queue(engine.db).get("c1").state
