@@ -67,6 +67,7 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
         fire_in,
         get_in,
         history_in,
+        lock_in,
     )
     from saga.core.signatures import SignatureRefused
     from saga.core.signatures import check as check_signature
@@ -166,6 +167,7 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "get_in": ("saga.core.sagas", "get_in"),
     "guard": ("state_machine", "guard"),
     "history_in": ("saga.core.sagas", "history_in"),
+    "lock_in": ("saga.core.sagas", "lock_in"),
     "load_app": ("saga.core.app", "load_app"),
     "normalize_url": ("saga.core.db", "normalize_url"),
     "open_review": ("saga.core.recon", "open_review"),
@@ -273,6 +275,7 @@ __all__ = [
     "guard",
     "history_in",
     "load_app",
+    "lock_in",
     "normalize_url",
     "open_review",
     "record_observation",

@@ -141,12 +141,16 @@ class Tx:
     whether that lease was still valid when they were made.
     """
 
-    __slots__ = ("_after_commit", "_ran", "conn", "db", "lease")
+    __slots__ = ("_after_commit", "_ran", "conn", "db", "lease", "locked")
 
     def __init__(self, conn: Connection, db: Database) -> None:
         self.conn = conn
         self.db = db
         self.lease: tuple[str, str] | None = None
+        # Rows this transaction holds locked, by (table, key), as it last saw
+        # or wrote them: the lock keeps every other writer out until the end,
+        # so reading one again would only repeat a round trip.
+        self.locked: dict[tuple[str, str], Any] = {}
         self._after_commit: list[Callable[[], object]] = []
         self._ran = False
 

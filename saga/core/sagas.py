@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 
 from saga.codec import digest, dump_json
 from saga.core import metrics
@@ -339,6 +339,24 @@ def get_in(tx: Tx, saga_id: str) -> SagaRecord:
     return SagaRecord.from_row(row)
 
 
+def lock_in(tx: Tx, saga_id: str) -> SagaRecord:
+    """
+    The saga ``saga_id``, locked until ``tx`` ends; :class:`NotFound` if there is none.
+
+    Read once per transaction: the lock keeps other writers out, and this
+    transaction's own transitions (:func:`fire_in`) keep the copy current.
+    """
+    held = tx.locked.get(("sagas", saga_id))
+    if held is not None:
+        return cast("SagaRecord", held)
+    row = tx.one("lock_saga", id=saga_id)
+    if row is None:
+        raise NotFound(kind="saga", key=saga_id)
+    saga = SagaRecord.from_row(row)
+    tx.locked[("sagas", saga_id)] = saga
+    return saga
+
+
 def history_in(tx: Tx, saga_id: str) -> list[TransitionRecord]:
     """The saga's audit trail, read inside ``tx``."""
     return [TransitionRecord.from_row(row) for row in tx.all("list_transitions", saga_id=saga_id)]
@@ -424,10 +442,12 @@ def fire_in(
     """:meth:`Sagas.fire` inside ``tx``."""
     if not actor:
         raise InvalidInput(field="actor", problem="must not be empty")
-    row = tx.one("lock_saga", id=saga_id)
-    if row is None or (kind is not None and row["kind"] != kind):
-        raise NotFound(kind=kind or "saga", key=saga_id)
-    before = SagaRecord.from_row(row)
+    try:
+        before = lock_in(tx, saga_id)
+    except NotFound:
+        raise NotFound(kind=kind or "saga", key=saga_id) from None
+    if kind is not None and before.kind != kind:
+        raise NotFound(kind=kind, key=saga_id)
     if expected_version is not None and before.version != expected_version:
         raise VersionConflict(
             saga_id=saga_id, expected_version=expected_version, actual_version=before.version
@@ -462,6 +482,7 @@ def fire_in(
             actual_version=None if current is None else int(current["version"]),
         )
     after = SagaRecord.from_row(moved)
+    tx.locked[("sagas", saga_id)] = after
     tx.after_commit(metrics.TRANSITIONS.labels(after.kind, event).inc)
     tx.run(
         "insert_transition",

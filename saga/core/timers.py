@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING, Any
 from saga.core.faults import crash_point
 from saga.core.handlers import Apply, JobKind
 from saga.core.jobs import TIMER_KIND, TIMER_QUEUE
-from saga.core.records import SagaRecord
-from saga.core.sagas import fire_in
+from saga.core.sagas import fire_in, lock_in
+from saga.exceptions import NotFound
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -63,10 +63,10 @@ def fire_timeout_in(
     payload: Mapping[str, Any],
 ) -> dict[str, Any]:
     """Fire ``event`` if the saga is still at ``version`` with that deadline; else nothing."""
-    row = tx.one("lock_saga", id=saga_id)
-    if row is None:
+    try:
+        saga = lock_in(tx, saga_id)
+    except NotFound:
         return {"skipped": "no such saga"}
-    saga = SagaRecord.from_row(row)
     if saga.version != version or saga.deadline_event != event:
         return {"skipped": f"saga moved on to version {saga.version} ({saga.state})"}
     fired = fire_in(

@@ -30,10 +30,11 @@ from saga import (
     error_text,
     fenced,
     fire_in,
+    lock_in,
     open_review,
 )
 from saga.codec import as_utc
-from saga.exceptions import LeaseLost, NotFound, TransitionNotAllowed
+from saga.exceptions import LeaseLost, TransitionNotAllowed
 from saga.purchase.payments import (
     mark_payment_unknown,
     mark_refund_unknown,
@@ -460,10 +461,7 @@ class ExpiryAnswerHook:
 
 def _locked(tx: Tx, saga_id: str) -> SagaRecord:
     """The saga, locked first and read second (a read before the lock may be stale)."""
-    row = tx.one("lock_saga", id=saga_id)
-    if row is None:
-        raise NotFound(kind="saga", key=saga_id)
-    return SagaRecord.from_row(row)
+    return lock_in(tx, saga_id)
 
 
 def _record_intent(tx: Tx, registry: Registry, saga_id: str) -> RowMapping | None:

@@ -1,0 +1,61 @@
+"""
+Contract: a transaction reads a saga it holds locked once; its own transitions update the copy.
+
+Steps lock their saga and then fire an event on it; the second lock would
+only repeat a round trip, since the first keeps every other writer out.
+On SQLite and on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import event
+
+from saga import fire_in, lock_in
+
+
+def statements(engine):
+    """The statements ``engine``'s database runs from now on."""
+    seen = []
+    event.listen(
+        engine.db.engine,
+        "before_cursor_execute",
+        lambda conn, cursor, statement, *rest: seen.append(" ".join(statement.split())),
+    )
+    return seen
+
+
+def purchase(engine):
+    engine.catalogue.add("js-101", seats=2, price="49.90", currency="EUR")
+    return engine.purchases.start(operation_id="op-1", intensive_id="js-101", student_id="s-1")
+
+
+def test_a_saga_locked_twice_in_a_transaction_is_read_once(engine):
+    saga_id = purchase(engine).purchase.id
+    seen = statements(engine)
+    first, second = engine.db.transaction(lambda tx: (lock_in(tx, saga_id), lock_in(tx, saga_id)))
+    assert first == second
+    assert 1 == sum("FROM sagas WHERE id" in statement for statement in seen)
+
+
+def test_a_transition_in_the_transaction_updates_the_locked_copy(engine):
+    saga_id = purchase(engine).purchase.id
+
+    def work(tx):
+        before = lock_in(tx, saga_id)
+        fire_in(
+            tx, engine.registry, saga_id, "payment_failed", payload={}, actor="test", cause="test"
+        )
+        return before, lock_in(tx, saga_id)
+
+    before, after = engine.db.transaction(work)
+    assert ("reserved", "cancelled") == (before.state, after.state)
+    assert before.version + 1 == after.version
+    assert after == engine.sagas.get(saga_id)
+
+
+def test_each_transaction_locks_the_saga_afresh(engine):
+    saga_id = purchase(engine).purchase.id
+    seen = statements(engine)
+    engine.db.transaction(lambda tx: lock_in(tx, saga_id))
+    engine.db.transaction(lambda tx: lock_in(tx, saga_id))
+    assert 2 == sum("FROM sagas WHERE id" in statement for statement in seen)
