@@ -81,7 +81,8 @@ STATES: Final = (
     State(
         "confirmed",
         terminal=True,
-        actions=("grant_access",),
+        # Access is granted in the confirming transaction (a hook of the
+        # application): a row in the same database needs no step of its own.
         meta={"seat": SEAT_TAKEN},
         description="paid, amount and currency verified; access granted",
     ),

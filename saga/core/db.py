@@ -43,7 +43,7 @@ from saga.exceptions import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping, Sequence
+    from collections.abc import Callable, Iterable, Mapping, Sequence
 
     from sqlalchemy.engine import URL, Connection, Engine, RowMapping
 
@@ -141,7 +141,7 @@ class Tx:
     whether that lease was still valid when they were made.
     """
 
-    __slots__ = ("_after_commit", "_ran", "conn", "db", "lease", "locked")
+    __slots__ = ("_after_commit", "_ran", "_wake", "conn", "db", "lease", "locked")
 
     def __init__(self, conn: Connection, db: Database) -> None:
         self.conn = conn
@@ -152,6 +152,7 @@ class Tx:
         # so reading one again would only repeat a round trip.
         self.locked: dict[tuple[str, str], Any] = {}
         self._after_commit: list[Callable[[], object]] = []
+        self._wake: dict[str, set[str]] = {}
         self._ran = False
 
     def after_commit(self, action: Callable[[], object]) -> None:
@@ -162,6 +163,32 @@ class Tx:
         effects (an action that fails is logged, the commit stands).
         """
         self._after_commit.append(action)
+
+    def wake(self, queue: str, job_ids: Iterable[str]) -> None:
+        """
+        Wake the workers of ``queue`` for ``job_ids`` (due now) when this transaction commits.
+
+        One notification per queue per transaction, sent last, and none for
+        jobs this transaction claimed itself (:meth:`claimed`): a worker that
+        queues its saga's next step and takes it in the same transaction has
+        nobody to wake.  Every listening session pays for each notification
+        it receives, so the ones that wake nobody are worth not sending.
+        """
+        self._wake.setdefault(queue, set()).update(job_ids)
+
+    def claimed(self, job_ids: Iterable[str]) -> None:
+        """Jobs this transaction claimed: nobody needs waking for them."""
+        taken = set(job_ids)
+        for queue in list(self._wake):
+            self._wake[queue] -= taken
+            if not self._wake[queue]:
+                del self._wake[queue]
+
+    def send_wakeups(self) -> None:
+        """Send the notifications :meth:`wake` asked for (the database calls it before commit)."""
+        for queue in sorted(self._wake):
+            self.run("notify_jobs", queue=queue)
+        self._wake.clear()
 
     def committed_actions(self) -> list[Callable[[], object]]:
         """What :meth:`after_commit` asked for, in order (the database runs them)."""
@@ -465,6 +492,7 @@ class Database:
                 tx = Tx(conn, self)
                 with conn.begin():
                     result = work(tx)
+                    tx.send_wakeups()
         except sa.exc.DBAPIError as exc:
             if _is_transient(exc):
                 raise

@@ -172,7 +172,7 @@ def _replay_in(tx: Tx, *, job_id: str, actor: str, reason: str | None) -> bool:
         previous_class=letter["error_class"],
         attempts=letter["attempts"],
     )
-    tx.run("notify_jobs", queue=letter["queue"])
+    tx.wake(letter["queue"], [job_id])
     return True
 
 

@@ -94,8 +94,9 @@ def enqueue_many_in(tx: Tx, jobs: Sequence[NewJob]) -> list[bool]:
         if new:
             payloads = [{"id": row["id"], "payload": row["payload"]} for row in new]
             tx.run("insert_job_payloads", items=json.dumps(payloads))
-        for queue in sorted({job.queue for job in jobs if job.id in inserted and job.due_now}):
-            tx.run("notify_jobs", queue=queue)
+        for job in jobs:
+            if job.id in inserted and job.due_now:
+                tx.wake(job.queue, [job.id])
     _check_repeats(tx, [job for job in jobs if job.id not in inserted])
     created: list[bool] = []
     seen: set[str] = set()

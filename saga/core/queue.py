@@ -407,6 +407,7 @@ def claim_in(tx: Tx, spec: ClaimSpec) -> Claimed:
         batch=spec.batch,
     )
     if rows:
+        tx.claimed(row["id"] for row in rows)
         return Claimed([Job.from_claim(row, token) for row in rows])
     if spec.rescue_if_idle and not spec.rescue:
         rescued = _rescue(tx, spec.kinds_json, token, spec.lease_seconds, spec.batch)

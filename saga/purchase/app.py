@@ -21,6 +21,7 @@ from saga.purchase.inbox import Inbox, messages_of
 from saga.purchase.purchases import Purchases, SeatHook
 from saga.purchase.recon import PURCHASE_RECON, PaymentJudge, payment_checker
 from saga.purchase.steps import (
+    AccessHook,
     ExpiryAnswerHook,
     LatePaymentHook,
     PurchaseSteps,
@@ -40,8 +41,9 @@ SANDBOX_URL_ENV: Final = "SAGA_SANDBOX_DATABASE_URL"
 # Its tables (catalogue, purchases, money, access, the provider's inbox) and
 # their queries, in sql/purchase/: shipped with the engine, versioned apart.
 PURCHASE_SQL: Final = SqlComponent.bundled("purchase")
-# Steps queued by the purchase's own code, not by entering a state.
-_OWN_STEPS: Final = frozenset({"purchase.check_payment"})
+# Steps queued by the purchase's own code, not by entering a state (and the
+# grant jobs of databases from before access came with the confirmation).
+_OWN_STEPS: Final = frozenset({"purchase.check_payment", "purchase.grant_access"})
 
 
 class Payments:
@@ -182,6 +184,7 @@ def purchase_app() -> Application:
         PURCHASE,
         hooks=[
             SeatHook(),
+            AccessHook(),
             ExpiryAnswerHook(),
             ReconHook(policy),
             LatePaymentHook(2 * policy.first_check_seconds),

@@ -178,7 +178,13 @@ class PurchaseSteps:
     # -- access ------------------------------------------------------------------------
 
     def grant_access(self, job: Job) -> Apply[dict[str, Any]]:
-        """Give the student access, in the completion transaction (an effect in this database)."""
+        """
+        Give the student access (a grant job queued before :class:`AccessHook` took over).
+
+        Confirmed purchases get their access in the confirming transaction
+        now; the kind stays for grant jobs a database still holds from
+        before, and behaves as it always did.
+        """
         saga_id = str(job.payload["saga_id"])
 
         def grant(tx: Tx) -> dict[str, Any]:
@@ -426,6 +432,26 @@ class LatePaymentHook:
                 delay_seconds=self.delay_seconds,
             ),
         )
+
+
+class AccessHook:
+    """
+    Give the student access in the transaction that confirms the purchase.
+
+    Access is a row in this database, not a call to the outside: granted with
+    the confirmation, "confirmed" and "has access" are one fact (DESIGN.md:
+    confirmed means paid, verified, access granted) and the purchase needs no
+    job, claim and completion for it.  Taking access back stays a step of
+    ``refund_pending`` (``revoke_access``).
+    """
+
+    def on_create(self, tx: Tx, saga: SagaRecord) -> None:
+        """Nothing to do for a new purchase."""
+
+    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
+        """Grant access when the purchase becomes confirmed."""
+        if after.state == "confirmed" and before.state != "confirmed":
+            tx.run("grant_access", saga_id=after.id, student_id=after.data["student_id"])
 
 
 class ExpiryAnswerHook:

@@ -251,8 +251,8 @@ def test_event_that_overtook_the_payment_answer_is_matched_when_delivered_again(
     assert ("applied", "confirmed") == (again.outcome, again.state)
 
 
-def test_access_is_not_granted_to_a_purchase_that_left_confirmed(shop, db_url):
-    """A grant that runs late, after a cancellation, gives no access."""
+def test_access_comes_with_the_confirmation(shop, db_url):
+    """The transaction that confirms the purchase grants the access: one fact, no job for it."""
     from saga.purchase.steps import PurchaseSteps
 
     purchase = start(shop, "op-1", "s1")
@@ -260,8 +260,33 @@ def test_access_is_not_granted_to_a_purchase_that_left_confirmed(shop, db_url):
     kinds = {k.name: k for k in steps.kinds()}
     Worker(shop.db, Handlers([kinds["purchase.request_payment"]]), listen=False).run(burst=True)
     assert "confirmed" == shop.purchases.get(purchase.id).state
+    assert [("s1", None)] == [
+        (row["student_id"], row["revoked_at"])
+        for row in rows(shop, "SELECT student_id, revoked_at FROM access_grants")
+    ]
+    assert 0 == scalar(shop, "SELECT count(*) FROM jobs WHERE kind = 'purchase.grant_access'")
+
+
+def test_an_old_grant_job_gives_no_access_to_a_purchase_that_is_not_confirmed(shop, db_url):
+    """A grant job from before access came with the confirmation, run after a cancellation."""
+    from saga import NewJob
+    from saga.purchase.steps import PurchaseSteps
+
+    purchase = start(shop, "op-1", "s1")
     shop.purchases.cancel(purchase.id, reason="changed plans")
+    Queue(shop.db).enqueue(
+        NewJob(
+            id=f"step:{purchase.id}:1:grant_access",
+            queue="purchase",
+            kind="purchase.grant_access",
+            payload={"saga_id": purchase.id, "version": 1, "action": "grant_access"},
+            saga_id=purchase.id,
+        )
+    )
+    steps = PurchaseSteps(shop.db, shop.registry, shop.provider_getter)
+    kinds = {k.name: k for k in steps.kinds()}
     Worker(shop.db, Handlers([kinds["purchase.grant_access"]]), listen=False).run(burst=True)
+    assert "done" == Queue(shop.db).get(f"step:{purchase.id}:1:grant_access").state
     assert 0 == scalar(shop, "SELECT count(*) FROM access_grants")
 
 

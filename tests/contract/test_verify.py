@@ -146,7 +146,7 @@ def test_access_of_a_refunded_purchase_is_revoked(world):
 
 
 def test_no_lost_intent(world):
-    execute(world, "DELETE FROM job_archive WHERE kind = 'purchase.grant_access'")
+    execute(world, "DELETE FROM job_archive WHERE kind = 'purchase.request_payment'")
     assert "no_lost_intent" in broken(world)
 
 
