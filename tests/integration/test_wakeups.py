@@ -15,7 +15,7 @@ import psycopg
 import sqlalchemy as sa
 
 from saga import Engine, NewJob, enqueue_in
-from saga.core.queue import ClaimSpec, Queue, claim_in
+from saga.core.queue import ClaimSpec, claim_in
 
 SENTINEL = "wakeups-test-end"
 
