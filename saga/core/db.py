@@ -17,7 +17,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import sqlalchemy as sa
 import structlog
@@ -207,8 +207,22 @@ class Tx:
         return self.db.dialect
 
     def _execute(self, name: str, params: Mapping[str, Any]) -> sa.CursorResult[Any]:
+        first, *rest = self.db.statements(name)
+        result = self._execute_one(first, params)
+        if not rest:
+            return result
+        # A query of several statements (a dialect without a data-modifying
+        # WITH): its rows are the first statement's, read before the next runs.
+        rows = _Buffered(result)
+        for statement in rest:
+            self._execute_one(statement, params).close()
+        return cast("sa.CursorResult[Any]", rows)
+
+    def _execute_one(
+        self, statement: sa.TextClause, params: Mapping[str, Any]
+    ) -> sa.CursorResult[Any]:
         try:
-            result = self.conn.execute(self.db.statement(name), dict(params))
+            result = self.conn.execute(statement, dict(params))
         except sa.exc.DBAPIError as exc:
             if exc.connection_invalidated and not self._ran:
                 # The pooled connection was dead before anything ran (the
@@ -283,7 +297,7 @@ class Database:
         )
         self.components: tuple[SqlComponent, ...] = tuple(components)
         self._statements = {
-            name: sa.text(q.sql)
+            name: tuple(sa.text(statement) for statement in q.statements())
             for name, q in merged_queries(self.dialect, self.components).items()
         }
         self._first_use: Callable[[], None] | None = None
@@ -432,8 +446,8 @@ class Database:
             self._preparing = False
         self._ready = True
 
-    def statement(self, name: str) -> sa.TextClause:
-        """The compiled named query ``name`` of this dialect."""
+    def statements(self, name: str) -> tuple[sa.TextClause, ...]:
+        """The compiled statements of the named query ``name`` of this dialect (most have one)."""
         try:
             return self._statements[name]
         except KeyError:
@@ -507,6 +521,27 @@ class Database:
     def dispose(self) -> None:
         """Close every pooled connection (call it in a child process after fork)."""
         self.engine.dispose()
+
+
+class _Buffered:
+    """The rows and row count of a statement, kept while the statements after it run."""
+
+    def __init__(self, result: sa.CursorResult[Any]) -> None:
+        self.rowcount = result.rowcount
+        self._rows = result.mappings().all() if result.returns_rows else []
+        result.close()
+
+    def mappings(self) -> _Buffered:
+        return self
+
+    def first(self) -> RowMapping | None:
+        return self._rows[0] if self._rows else None
+
+    def all(self) -> Sequence[RowMapping]:
+        return self._rows
+
+    def scalar(self) -> Any:
+        return next(iter(self._rows[0].values())) if self._rows else None
 
 
 def _is_transient(exc: BaseException) -> bool:

@@ -461,6 +461,7 @@ def fire_in(
     # The engine's own key, so that guards can ask where a saga came from.
     data = {**before.data, **(data_update or {}), PREVIOUS_STATE: before.state}
     deadline = _deadline(target, data)
+    # One statement: the compare-and-set, the audit row, the old timers.
     moved = tx.one(
         "transition_saga",
         id=saga_id,
@@ -471,6 +472,12 @@ def fire_in(
         deadline_event=deadline[0],
         deadline_seconds=deadline[1],
         deadline_since_created=bool(target.timeout and target.timeout.since == "created"),
+        event=event,
+        actor=actor,
+        cause=cause,
+        payload=dump_json(payload),
+        timer_kind=TIMER_KIND,
+        **tx.lease_params,
     )
     if moved is None:
         # Unreachable while lock_saga holds the row, but the compare-and-set
@@ -484,19 +491,6 @@ def fire_in(
     after = SagaRecord.from_row(moved)
     tx.locked[("sagas", saga_id)] = after
     tx.after_commit(metrics.TRANSITIONS.labels(after.kind, event).inc)
-    tx.run(
-        "insert_transition",
-        saga_id=saga_id,
-        version=after.version,
-        from_state=before.state,
-        to_state=after.state,
-        event=event,
-        actor=actor,
-        cause=cause,
-        payload=dump_json(payload),
-        **tx.lease_params,
-    )
-    tx.run("drop_pending_timers", saga_id=saga_id, kind=TIMER_KIND)
     for hook in saga_type.hooks:
         hook.on_transition(
             tx,

@@ -29,13 +29,29 @@ _HEADER = re.compile(r"^-- name: ([a-z][a-z0-9_]*)\s*$", re.MULTILINE)
 _MIGRATION = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
 
+_SEVERAL = re.compile(r"^statements: ([2-9])$")
+
+
 @dataclass(frozen=True, slots=True)
 class Query:
-    """One named statement of a ``queries.sql`` file."""
+    """
+    One named query of a ``queries.sql`` file: one statement, or a declared few.
+
+    A dialect that does in one statement what another needs several for (a
+    PostgreSQL data-modifying ``WITH``; SQLite runs them in turn, in process)
+    declares it with a ``-- statements: N`` line after the header: the
+    statements run in order, with the same parameters, and the query's rows
+    are the first statement's.
+    """
 
     name: str
     description: str
     sql: str
+    parts: int = 1
+
+    def statements(self) -> list[str]:
+        """The statements to run, in order."""
+        return [self.sql] if self.parts == 1 else split_statements(self.sql)
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,17 +104,28 @@ def parse_queries(text: str) -> dict[str, Query]:
             raise ValueError(msg)
         lines = body.strip().splitlines()
         description = []
+        parts = 1
         while lines and lines[0].startswith("--"):
-            description.append(lines.pop(0).removeprefix("--").strip())
+            line = lines.pop(0).removeprefix("--").strip()
+            several = _SEVERAL.match(line)
+            if several:
+                parts = int(several[1])
+            else:
+                description.append(line)
         sql = "\n".join(lines).strip().removesuffix(";").strip()
         if not sql:
             msg = f"query {name!r} has no statement"
             raise ValueError(msg)
         # A trigger's body holds semicolons; only then is the full split needed.
-        if ";" in _strip_comments_and_strings(sql) and len(split_statements(sql)) > 1:
-            msg = f"query {name!r} holds more than one statement"
+        found = len(split_statements(sql)) if ";" in _strip_comments_and_strings(sql) else 1
+        if found != parts:
+            msg = (
+                f"query {name!r} holds more than one statement"
+                if parts == 1
+                else f"query {name!r} declares {parts} statements and holds {found}"
+            )
             raise ValueError(msg)
-        queries[name] = Query(name=name, description=" ".join(description), sql=sql)
+        queries[name] = Query(name=name, description=" ".join(description), sql=sql, parts=parts)
     return queries
 
 

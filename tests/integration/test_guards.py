@@ -75,6 +75,13 @@ def test_a_stale_decision_is_refused_even_when_the_state_matches(engine):
                 deadline_event=None,
                 deadline_seconds=None,
                 deadline_since_created=False,
+                event="close",
+                actor="a",
+                cause=None,
+                payload="{}",
+                timer_kind="saga.timeout",
+                job_id=None,
+                lease_token=None,
             )
 
         assert counters.db.transaction(stale_update) is None
@@ -192,14 +199,15 @@ _LEASE_CHECK = re.compile(
 
 def _fence_checks_nothing(shop, monkeypatch):
     """Completion archives a job whatever its lease says (the witnesses still see it)."""
-    statement = shop.db.statement
+    statements = shop.db.statements
 
     def broken(name):
-        clause = statement(name)
+        clauses = statements(name)
         if name != "archive_owned_jobs":
-            return clause
+            return clauses
+        (clause,) = clauses
         text, count = _LEASE_CHECK.subn("true", clause.text)
         assert 1 == count, "the fence moved: this test no longer breaks it"
-        return sa.text(text)
+        return (sa.text(text),)
 
-    monkeypatch.setattr(shop.db, "statement", broken)
+    monkeypatch.setattr(shop.db, "statements", broken)

@@ -31,11 +31,6 @@ ON CONFLICT (job_id) DO NOTHING;
 -- Wake listening workers when the transaction commits (LISTEN saga_jobs).
 SELECT pg_notify('saga_jobs', :queue);
 
--- name: drop_pending_timers
--- Forget a saga's timers that have not fired: its state changed.
-DELETE FROM jobs
-WHERE saga_id = :saga_id AND kind = :kind AND state = 'pending';
-
 -- name: drop_pending_job
 -- Forget one job that has not started (what it was for no longer matters).
 DELETE FROM jobs WHERE id = :id AND state = 'pending';

@@ -32,25 +32,53 @@ FOR UPDATE;
 
 -- name: transition_saga
 -- Compare-and-set: move the saga only if it is still in the state and at the
--- version the decision was made on; set its next deadline from the database clock.
-WITH clock AS (SELECT clock_timestamp() AS now)
-UPDATE sagas
-SET state = :to_state,
-    version = version + 1,
-    data = CAST(:data AS jsonb),
-    deadline_event = :deadline_event,
-    deadline_at = CASE
-        WHEN CAST(:deadline_seconds AS double precision) IS NULL THEN NULL
-        WHEN CAST(:deadline_since_created AS boolean)
-            THEN created_at + make_interval(secs => CAST(:deadline_seconds AS double precision))
-        ELSE clock.now + make_interval(secs => CAST(:deadline_seconds AS double precision))
-    END,
-    entered_at = clock.now,
-    updated_at = clock.now
-FROM clock
-WHERE id = :id AND state = :from_state AND version = :version
-RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
-          created_at, entered_at, updated_at;
+-- version the decision was made on; set its next deadline from the database
+-- clock.  In the same statement, only if it moved: its audit row (naming the
+-- job whose fenced transaction this is, and whether that job's lease was
+-- valid at this moment: the fencing witness `saga verify` reads; both NULL
+-- outside a job) and forgetting its timers that have not fired.
+WITH clock AS (SELECT clock_timestamp() AS now),
+moved AS (
+    UPDATE sagas
+    SET state = :to_state,
+        version = version + 1,
+        data = CAST(:data AS jsonb),
+        deadline_event = :deadline_event,
+        deadline_at = CASE
+            WHEN CAST(:deadline_seconds AS double precision) IS NULL THEN NULL
+            WHEN CAST(:deadline_since_created AS boolean)
+                THEN created_at + make_interval(secs => CAST(:deadline_seconds AS double precision))
+            ELSE clock.now + make_interval(secs => CAST(:deadline_seconds AS double precision))
+        END,
+        entered_at = clock.now,
+        updated_at = clock.now
+    FROM clock
+    WHERE id = :id AND state = :from_state AND version = :version
+    RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+              created_at, entered_at, updated_at
+),
+audit AS (
+    INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause,
+                                  payload, job_id, lease_valid)
+    SELECT moved.id, moved.version, CAST(:from_state AS text), moved.state,
+           CAST(:event AS text), CAST(:actor AS text), CAST(:cause AS text),
+           CAST(:payload AS jsonb), CAST(:job_id AS text),
+           CASE WHEN CAST(:job_id AS text) IS NULL THEN NULL
+                ELSE EXISTS (SELECT 1 FROM jobs
+                             WHERE id = :job_id AND state = 'running'
+                               AND lease_token = :lease_token
+                               AND lease_until > clock_timestamp())
+           END
+    FROM moved
+),
+dropped AS (
+    DELETE FROM jobs
+    WHERE saga_id = :id AND kind = :timer_kind AND state = 'pending'
+      AND EXISTS (SELECT 1 FROM moved)
+)
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM moved;
 
 -- name: insert_transition
 -- Append one audit row.  Inside a job's fenced transaction it names the job

@@ -35,11 +35,6 @@ ON CONFLICT (job_id) DO NOTHING;
 -- Nothing to do: SQLite has no LISTEN/NOTIFY, workers poll.
 SELECT :queue;
 
--- name: drop_pending_timers
--- Forget a saga's timers that have not fired: its state changed.
-DELETE FROM jobs
-WHERE saga_id = :saga_id AND kind = :kind AND state = 'pending';
-
 -- name: drop_pending_job
 -- Forget one job that has not started (what it was for no longer matters).
 DELETE FROM jobs WHERE id = :id AND state = 'pending';

@@ -29,8 +29,13 @@ SELECT id, kind, definition_version, state, version, data, deadline_at, deadline
 FROM sagas WHERE id = :id;
 
 -- name: transition_saga
+-- statements: 3
 -- Compare-and-set: move the saga only if it is still in the state and at the
--- version the decision was made on; set its next deadline from the database clock.
+-- version the decision was made on; set its next deadline from the database
+-- clock.  Then, only if it moved (changes()): its audit row (naming the job
+-- whose fenced transaction this is, and whether that job's lease was valid at
+-- this moment: the fencing witness `saga verify` reads; both NULL outside a
+-- job) and forgetting its timers that have not fired.
 UPDATE sagas
 SET state = :to_state,
     version = version + 1,
@@ -47,6 +52,17 @@ SET state = :to_state,
 WHERE id = :id AND state = :from_state AND version = :version
 RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
           created_at, entered_at, updated_at;
+INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload,
+                              job_id, lease_valid)
+SELECT id, version, :from_state, state, :event, :actor, :cause, :payload, :job_id,
+       CASE WHEN :job_id IS NULL THEN NULL
+            ELSE EXISTS (SELECT 1 FROM jobs
+                         WHERE id = :job_id AND state = 'running' AND lease_token = :lease_token
+                           AND lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+       END
+FROM sagas WHERE id = :id AND changes() = 1;
+DELETE FROM jobs
+WHERE saga_id = :id AND kind = :timer_kind AND state = 'pending' AND changes() = 1;
 
 -- name: insert_transition
 -- Append one audit row.  Inside a job's fenced transaction it names the job
