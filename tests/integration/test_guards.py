@@ -85,6 +85,7 @@ def test_a_stale_decision_is_refused_even_when_the_state_matches(engine):
             )
 
         assert counters.db.transaction(stale_update) is None
+        assert [1, 2] == [h.version for h in counters.sagas.history(saga.id)]  # no audit row
         assert ("open", 2) == (
             counters.sagas.get(saga.id).state,
             counters.sagas.get(saga.id).version,

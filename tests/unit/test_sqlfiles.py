@@ -43,6 +43,18 @@ class TestParseQueries:
         with pytest.raises(ValueError, match="more than one statement"):
             parse_queries("-- name: a\nSELECT 1; DELETE FROM x;\n")
 
+    def test_a_block_may_declare_several_statements(self):
+        """``-- statements: N``: a dialect without a data-modifying WITH runs N in turn."""
+        (query,) = parse_queries(
+            "-- name: a\n-- statements: 2\n-- Both.\nSELECT 1; SELECT 2;\n"
+        ).values()
+        assert ("Both.", ["SELECT 1", "SELECT 2"]) == (query.description, query.statements())
+
+    def test_a_declared_count_that_does_not_match_is_refused(self):
+        """Three statements where two are declared: an error, not a silent extra statement."""
+        with pytest.raises(ValueError, match="declares 2 statements and holds 3"):
+            parse_queries("-- name: a\n-- statements: 2\nSELECT 1; SELECT 2; SELECT 3;\n")
+
     def test_sql_before_first_header_is_refused(self):
         """Stray SQL outside any block is an error."""
         with pytest.raises(ValueError, match="before the first"):
