@@ -90,10 +90,6 @@ def enqueue_many_in(tx: Tx, jobs: Sequence[NewJob]) -> list[bool]:
         if finished:
             tx.run("forget_new_jobs", ids=json.dumps([row["id"] for row in finished]))
             inserted -= {row["id"] for row in finished}
-        new = [row for row in rows if row["id"] in inserted]
-        if new:
-            payloads = [{"id": row["id"], "payload": row["payload"]} for row in new]
-            tx.run("insert_job_payloads", items=json.dumps(payloads))
         for job in jobs:
             if job.id in inserted and job.due_now:
                 tx.wake(job.queue, [job.id])

@@ -485,23 +485,11 @@ def fenced(db: Database, job: Job, work: Callable[[Tx], T]) -> T:
 
 
 def complete_in(tx: Tx, done: Sequence[Done]) -> set[str]:
-    """:meth:`Queue.complete` inside ``tx``: fence and archive, store results, delete."""
-    items = json.dumps([{"id": item.job.id, "token": item.job.token} for item in done])
-    owned = {row["id"] for row in tx.all("archive_owned_jobs", items=items)}
-    _finish(tx, [item for item in done if item.job.id in owned])
-    return owned
-
-
-def _finish(tx: Tx, done: Sequence[Done]) -> None:
-    """Store the results of archived jobs and remove them from the hot table."""
-    if not done:
-        return
-    results = [
-        {"id": item.job.id, "result": item.result} for item in done if item.result is not None
-    ]
-    if results:
-        tx.run("insert_job_results", items=json.dumps(results))
-    tx.run("delete_jobs", ids=json.dumps([item.job.id for item in done]))
+    """:meth:`Queue.complete` inside ``tx``: fence, archive with the results, delete."""
+    items = json.dumps(
+        [{"id": item.job.id, "token": item.job.token, "result": item.result} for item in done]
+    )
+    return {row["id"] for row in tx.all("archive_owned_jobs", items=items)}
 
 
 def _clip(text: str, limit: int = 2000) -> str:

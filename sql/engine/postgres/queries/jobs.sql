@@ -7,25 +7,30 @@
 -- primary key instead of hashing the whole table.)
 
 -- name: enqueue_jobs
--- Queue jobs, each due at its available_at or after its delay; ids that exist
--- already are left alone.  The ids that were inserted come back.
-INSERT INTO jobs (id, queue, kind, digest, saga_id, max_attempts, available_at)
-SELECT i.id, i.queue, i.kind, i.digest, i.saga_id, i.max_attempts,
-       coalesce(i.available_at, clock_timestamp() + make_interval(secs => i.delay_seconds))
-FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(
-    id text, queue text, kind text, digest text, saga_id text, max_attempts integer,
-    delay_seconds double precision, available_at timestamptz
+-- Queue jobs, each due at its available_at or after its delay, with their
+-- payloads beside them; ids that exist already are left alone.  The ids that
+-- were inserted come back.
+WITH items AS (
+    SELECT * FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(
+        id text, queue text, kind text, digest text, saga_id text, max_attempts integer,
+        delay_seconds double precision, available_at timestamptz, payload jsonb
+    )
+),
+inserted AS (
+    INSERT INTO jobs (id, queue, kind, digest, saga_id, max_attempts, available_at)
+    SELECT id, queue, kind, digest, saga_id, max_attempts,
+           coalesce(available_at, clock_timestamp() + make_interval(secs => delay_seconds))
+    FROM items
+    ORDER BY id
+    ON CONFLICT (id) DO NOTHING
+    RETURNING id
+),
+payloads AS (
+    INSERT INTO job_payloads (job_id, payload)
+    SELECT items.id, items.payload FROM items JOIN inserted ON inserted.id = items.id
+    ON CONFLICT (job_id) DO NOTHING
 )
-ORDER BY i.id
-ON CONFLICT (id) DO NOTHING
-RETURNING id;
-
--- name: insert_job_payloads
--- Store new jobs' payloads beside them.
-INSERT INTO job_payloads (job_id, payload)
-SELECT i.id, i.payload
-FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, payload jsonb)
-ON CONFLICT (job_id) DO NOTHING;
+SELECT id FROM inserted;
 
 -- name: notify_jobs
 -- Wake listening workers when the transaction commits (LISTEN saga_jobs).
@@ -156,29 +161,35 @@ ORDER BY j.id
 FOR UPDATE OF j;
 
 -- name: archive_owned_jobs
--- Fence and archive in one statement: copy the listed jobs this worker still
--- owns (token matches, lease unexpired, checked under the row lock) to the
--- archive as done.  The ids it archived come back; the others are not ours.
-INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at, finished_at)
-SELECT j.id, j.queue, j.kind, j.digest, j.saga_id, 'done', j.attempts, j.created_at,
-       clock_timestamp()
-FROM jobs j
-JOIN jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, token text) ON i.id = j.id
-WHERE j.state = 'running' AND j.lease_token = i.token AND j.lease_until > clock_timestamp()
-ORDER BY j.id
-FOR UPDATE OF j
-RETURNING id;
-
--- name: insert_job_results
--- Store the results of completed jobs, one per job.
-INSERT INTO job_results (job_id, result)
-SELECT i.id, i.result
-FROM jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, result jsonb)
-WHERE i.result IS NOT NULL;
-
--- name: delete_jobs
--- Remove archived jobs from the hot table (their payloads go with them).
-DELETE FROM jobs WHERE id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:ids AS jsonb))));
+-- Fence and complete in one statement: the listed jobs this worker still owns
+-- (token matches, lease unexpired, checked under the row lock) move to the
+-- archive as done, with their results (one per job), and leave the hot table
+-- (their payloads go with them).  The ids it archived come back; the others
+-- are not ours.
+WITH owned AS (
+    SELECT j.id, j.queue, j.kind, j.digest, j.saga_id, j.attempts, j.created_at, i.result
+    FROM jobs j
+    JOIN jsonb_to_recordset(CAST(:items AS jsonb)) AS i(id text, token text, result jsonb)
+        ON i.id = j.id
+    WHERE j.state = 'running' AND j.lease_token = i.token AND j.lease_until > clock_timestamp()
+    ORDER BY j.id
+    FOR UPDATE OF j
+),
+archived AS (
+    INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at,
+                             finished_at)
+    SELECT id, queue, kind, digest, saga_id, 'done', attempts, created_at, clock_timestamp()
+    FROM owned
+    RETURNING id
+),
+results AS (
+    INSERT INTO job_results (job_id, result)
+    SELECT id, result FROM owned WHERE result IS NOT NULL AND result <> 'null'::jsonb
+),
+gone AS (
+    DELETE FROM jobs WHERE id IN (SELECT id FROM owned)
+)
+SELECT id FROM archived;
 
 -- name: retry_job
 -- Fenced: give the job back for a later attempt, keeping the error.

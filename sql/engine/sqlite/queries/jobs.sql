@@ -6,8 +6,10 @@
 -- their first statement, so claims need no SKIP LOCKED and fences no FOR UPDATE.
 
 -- name: enqueue_jobs
--- Queue jobs, each due at its available_at or after its delay; ids that exist
--- already are left alone.  The ids that were inserted come back.
+-- statements: 2
+-- Queue jobs, each due at its available_at or after its delay, with their
+-- payloads beside them; ids that exist already are left alone (and keep the
+-- payload they have).  The ids that were inserted come back.
 INSERT INTO jobs (id, queue, kind, digest, saga_id, max_attempts, available_at)
 SELECT json_extract(i.value, '$.id'), json_extract(i.value, '$.queue'),
        json_extract(i.value, '$.kind'), json_extract(i.value, '$.digest'),
@@ -22,13 +24,10 @@ WHERE true
 ORDER BY json_extract(i.value, '$.id')
 ON CONFLICT (id) DO NOTHING
 RETURNING id;
-
--- name: insert_job_payloads
--- Store new jobs' payloads beside them.
 INSERT INTO job_payloads (job_id, payload)
 SELECT json_extract(i.value, '$.id'), json(json_extract(i.value, '$.payload'))
 FROM json_each(:items) AS i
-WHERE true
+WHERE EXISTS (SELECT 1 FROM jobs j WHERE j.id = json_extract(i.value, '$.id'))
 ON CONFLICT (job_id) DO NOTHING;
 
 -- name: notify_jobs
@@ -146,9 +145,13 @@ WHERE j.state = 'running' AND j.lease_token = json_extract(i.value, '$.token')
 ORDER BY j.id;
 
 -- name: archive_owned_jobs
--- Fence and archive in one statement: copy the listed jobs this worker still
--- owns (token matches, lease unexpired) to the archive as done.  The ids it
--- archived come back; the others are not ours.
+-- statements: 3
+-- Fence and complete: the listed jobs this worker still owns (token matches,
+-- lease unexpired) move to the archive as done, with their results (one per
+-- job), and leave the hot table (their payloads go with them).  The ids it
+-- archived come back; the others are not ours.  A job both archived and still
+-- in the hot table is one this query just archived: an archived id is never
+-- queued again.
 INSERT INTO job_archive (id, queue, kind, digest, saga_id, state, attempts, created_at, finished_at)
 SELECT j.id, j.queue, j.kind, j.digest, j.saga_id, 'done', j.attempts, j.created_at,
        strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
@@ -158,18 +161,16 @@ WHERE j.state = 'running' AND j.lease_token = json_extract(i.value, '$.token')
   AND j.lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
 ORDER BY j.id
 RETURNING id;
-
--- name: insert_job_results
--- Store the results of completed jobs, one per job.
 INSERT INTO job_results (job_id, result)
 SELECT json_extract(i.value, '$.id'), json(json_extract(i.value, '$.result'))
 FROM json_each(:items) AS i
 WHERE json_type(i.value, '$.result') NOT IN ('null')
-  AND json_type(i.value, '$.result') IS NOT NULL;
-
--- name: delete_jobs
--- Remove archived jobs from the hot table (their payloads go with them).
-DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(:ids));
+  AND json_type(i.value, '$.result') IS NOT NULL
+  AND EXISTS (SELECT 1 FROM job_archive a WHERE a.id = json_extract(i.value, '$.id'))
+  AND EXISTS (SELECT 1 FROM jobs j WHERE j.id = json_extract(i.value, '$.id'));
+DELETE FROM jobs
+WHERE id IN (SELECT json_extract(value, '$.id') FROM json_each(:items))
+  AND EXISTS (SELECT 1 FROM job_archive a WHERE a.id = jobs.id);
 
 -- name: retry_job
 -- Fenced: give the job back for a later attempt, keeping the error.
