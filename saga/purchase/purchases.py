@@ -60,6 +60,11 @@ class SeatHook:
             raise DuplicatePurchase(
                 intensive_id=data["intensive_id"], student_id=data["student_id"]
             )
+        # Count the seat first (or refuse: sold out), then write the purchase
+        # already holding it: one statement fewer than inserting it free and
+        # moving it.
+        seat = _seat_of(saga.state)
+        self._count(tx, data["intensive_id"], SEAT_FREE, seat)
         tx.run(
             "insert_purchase",
             saga_id=saga.id,
@@ -67,14 +72,15 @@ class SeatHook:
             student_id=data["student_id"],
             amount_minor=data["amount_minor"],
             currency=data["currency"],
-            seat=SEAT_FREE,
+            seat=seat,
         )
-        self._move(tx, saga.id, data["intensive_id"], SEAT_FREE, _seat_of(saga.state))
 
     def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
         """Move the seat to where the new state says (``None``: where it was)."""
-        del before, change
+        del change
         wanted = PURCHASE.state(after.state).meta.get("seat")
+        if wanted is None or wanted == PURCHASE.state(before.state).meta.get("seat"):
+            return  # both states say where the seat is, and it is the same place
         row = tx.one("purchase_seat", saga_id=after.id)
         if row is None:
             raise NotFound(kind="purchase", key=after.id)
@@ -82,8 +88,18 @@ class SeatHook:
             return
         self._move(tx, after.id, row["intensive_id"], row["seat"], wanted)
 
+    @classmethod
+    def _move(cls, tx: Tx, saga_id: str, intensive_id: str, frm: str, to: str) -> None:
+        cls._count(tx, intensive_id, frm, to)
+        if tx.run("set_purchase_seat", saga_id=saga_id, from_seat=frm, to_seat=to) != 1:
+            raise SeatUnavailable(
+                intensive_id=intensive_id, reason=f"purchase {saga_id} no longer has a {frm} seat"
+            )
+
+
     @staticmethod
-    def _move(tx: Tx, saga_id: str, intensive_id: str, frm: str, to: str) -> None:
+    def _count(tx: Tx, intensive_id: str, frm: str, to: str) -> None:
+        """Move one seat between the intensive's counters (guarded: never oversold)."""
         held = (to == SEAT_HELD) - (frm == SEAT_HELD)
         taken = (to == SEAT_TAKEN) - (frm == SEAT_TAKEN)
         if tx.one("move_seats", id=intensive_id, held_delta=held, taken_delta=taken) is None:
@@ -91,10 +107,6 @@ class SeatHook:
                 raise SoldOut(intensive_id=intensive_id)
             raise SeatUnavailable(
                 intensive_id=intensive_id, reason=f"no {frm} seat to move to {to}"
-            )
-        if tx.run("set_purchase_seat", saga_id=saga_id, from_seat=frm, to_seat=to) != 1:
-            raise SeatUnavailable(
-                intensive_id=intensive_id, reason=f"purchase {saga_id} no longer has a {frm} seat"
             )
 
 

@@ -5,7 +5,7 @@
 -- their first statement, so no FOR UPDATE is needed.
 
 -- name: insert_purchase
--- The purchase's own row, its seat not yet counted.
+-- The purchase's own row, holding the seat its first state says (counted just before).
 INSERT INTO purchases (saga_id, intensive_id, student_id, amount_minor, currency, seat)
 VALUES (:saga_id, :intensive_id, :student_id, :amount_minor, :currency, :seat);
 
