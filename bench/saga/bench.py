@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sqlite3
 import statistics
@@ -113,9 +114,13 @@ def engine_run(url: str, purchases: int, workers: int) -> dict[str, Any]:
 
     with Engine(url, check_schema=False) as setup:
         setup.upgrade()
+    counts_dir = tempfile.mkdtemp(prefix="saga-bench-count-")
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join(
+            [str(HERE), str(HERE / "count"), os.environ.get("PYTHONPATH", "")]
+        ),
+        "SAGA_BENCH_COUNT": counts_dir,
     }
     with Engine(url, app=_instant_app()) as engine:
         engine.catalogue.add("js", seats=purchases + 10, price="49.00", currency="EUR")
@@ -135,6 +140,7 @@ def engine_run(url: str, purchases: int, workers: int) -> dict[str, Any]:
         ]
         settle_stats()
         before = transactions(url) if dialect == "postgres" else 0
+        accepting = _Counter(engine.db.engine)
         supervisor = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
         peak = Peak(supervisor.pid)
         polls = 0
@@ -149,22 +155,51 @@ def engine_run(url: str, purchases: int, workers: int) -> dict[str, Any]:
                 polls += 1
                 time.sleep(POLL_S)
             finished = time.perf_counter()
+            # Each poll above (and the last one) is a transaction and a statement
+            # of the bench's.
+            engine_tx = accepting.transactions - polls - 1
+            engine_statements = accepting.statements - polls - 1
         finally:
             supervisor.send_signal(signal.SIGTERM)
             supervisor.wait(timeout=60)
             rss = peak.stop()
         latencies = _latencies(engine)
     settle_stats()
-    # Each poll above is one transaction of the bench's, not the engine's.
+    for dump in Path(counts_dir).glob("*.json"):
+        figures = json.loads(dump.read_text())
+        engine_tx += figures["commits"] + figures["rollbacks"]
+        engine_statements += figures["statements"]
+    shutil.rmtree(counts_dir)
     counted = transactions(url) - before - polls - 1 if dialect == "postgres" else None
     return {
         "purchases_per_s": purchases / (finished - started),
         "accepts_per_s": purchases / (accepted - started),
         "p50_s": percentile(latencies, 0.5),
         "p99_s": percentile(latencies, 0.99),
+        "engine_transactions_per_purchase": engine_tx / purchases,
+        "statements_per_purchase": engine_statements / purchases,
         "transactions_per_purchase": None if counted is None else counted / purchases,
         "peak_worker_rss_mb": rss,
     }
+
+
+class _Counter:
+    """The transactions and statements one engine's database runs (SQLAlchemy's events)."""
+
+    def __init__(self, sa_engine: Any) -> None:
+        from sqlalchemy import event
+
+        self.transactions = 0
+        self.statements = 0
+        event.listen(sa_engine, "before_cursor_execute", self._statement)
+        event.listen(sa_engine, "commit", self._transaction)
+        event.listen(sa_engine, "rollback", self._transaction)
+
+    def _statement(self, *args: Any) -> None:
+        self.statements += 1
+
+    def _transaction(self, *args: Any) -> None:
+        self.transactions += 1
 
 
 def _instant_app() -> Any:
@@ -338,29 +373,40 @@ def main() -> None:
 def report(results: dict[str, Any]) -> None:
     n, k = results["purchases"], results["workers"]
     print(f"{n} purchases, {k} worker processes, medians of {results['runs']} runs")
-    head = ("system", "purch/s", "accept/s", "p50 ms", "p99 ms", "tx/purch", "RSS MB")
+    head = ("system", "purch/s", "accept/s", "p50 ms", "p99 ms", "tx", "stmts", "server tx")
+    head += ("RSS MB",)
     print(f"{head[0]:<28}" + "".join(f"{h:>10}" for h in head[1:]))
     rows = [("PostgreSQL: engine", results["postgres"]["engine"])]
     if "dbos" in results["postgres"]:
         rows.append(("PostgreSQL: DBOS Transact", results["postgres"]["dbos"]))
     rows.append(("SQLite: engine", results["sqlite"]["engine"]))
+
+    def figure(value: float | None) -> str:
+        return "-" if value is None else f"{value:.1f}"
+
     for name, r in rows:
-        per = r["transactions_per_purchase"]
         cells = [
             f"{r['purchases_per_s']:.1f}",
             f"{r['accepts_per_s']:.1f}",
             f"{r['p50_s'] * 1000:.0f}",
             f"{r['p99_s'] * 1000:.0f}",
-            "-" if per is None else f"{per:.1f}",
+            figure(r.get("engine_transactions_per_purchase")),
+            figure(r.get("statements_per_purchase")),
+            figure(r["transactions_per_purchase"]),
             f"{r['peak_worker_rss_mb']:.0f}",
         ]
         print(f"{name:<28}" + "".join(f"{c:>10}" for c in cells))
+    print(
+        "tx, stmts: per purchase, counted in the engine's processes (SQLAlchemy events); "
+        "server tx: counted by PostgreSQL (pg_stat_database), with the one each listening "
+        "session runs per notification it receives"
+    )
     pg = results["postgres"]
     engine = pg["engine"]
     tps = pg["floor_tps"]
     print(f"pgbench single-row UPDATE, {k} clients: {tps:.0f} TPS; / 5 = {tps / 5:.0f} purchases/s")
     ratios = {"engine / (pgbench / 5)": engine["purchases_per_s"] / (tps / 5)}
-    per = engine["transactions_per_purchase"]
+    per = engine["engine_transactions_per_purchase"]
     if per:
         ratios[f"engine / (pgbench / its own {per:.1f} tx)"] = engine["purchases_per_s"] / (
             tps / per
