@@ -68,20 +68,22 @@ def enqueue_in(tx: Tx, job: NewJob) -> bool:
     return enqueue_many_in(tx, [job])[0]
 
 
-def enqueue_many_in(tx: Tx, jobs: Sequence[NewJob]) -> list[bool]:
+def enqueue_many_in(tx: Tx, jobs: Sequence[NewJob], *, fresh: bool = False) -> list[bool]:
     """
     Accept ``jobs`` inside ``tx``, in a few statements whatever their number.
 
     Returns, per job, whether it is new.  The same id with the same kind and
     payload is the same job (``False``), even after it finished; with other
     content it raises :class:`JobConflict` and the caller's transaction rolls
-    back, so nothing is accepted.
+    back, so nothing is accepted.  ``fresh`` says the ids cannot have been
+    used before (they name something this transaction created, such as a saga
+    version): the look into the finished jobs is skipped.
     """
     if not jobs:
         return []
     rows = [job.row() for job in jobs]
     inserted = {row["id"] for row in tx.all("enqueue_jobs", items=json.dumps(rows))}
-    if inserted:
+    if inserted and not fresh:
         # A finished job left the hot table for job_archive: if one of these
         # ids is there, the insert only succeeded because the old row moved
         # (maybe while this transaction waited on it).  Undo that insert and

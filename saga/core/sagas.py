@@ -393,6 +393,7 @@ def start_in(
     data = dict(prepare(tx) if prepare is not None else request)
     initial = machine.initial
     deadline = _deadline(initial, data)
+    # One statement on PostgreSQL: the saga and its first audit row.
     row = tx.one(
         "insert_saga",
         id=saga_id,
@@ -402,23 +403,14 @@ def start_in(
         data=dump_json(data),
         deadline_event=deadline[0],
         deadline_seconds=deadline[1],
+        actor=actor,
+        cause=f"operation {operation_id}",
+        **tx.lease_params,
     )
     if row is None:  # pragma: no cover - INSERT … RETURNING always returns the row
         raise NotFound(kind="saga", key=saga_id)
     saga = SagaRecord.from_row(row)
     tx.after_commit(metrics.TRANSITIONS.labels(saga.kind, "start").inc)
-    tx.run(
-        "insert_transition",
-        saga_id=saga.id,
-        version=saga.version,
-        from_state=None,
-        to_state=saga.state,
-        event="start",
-        actor=actor,
-        cause=f"operation {operation_id}",
-        payload=dump_json({}),
-        **tx.lease_params,
-    )
     for hook in saga_type.hooks:
         hook.on_create(tx, saga)
     _enter(tx, saga_type, saga, initial)
@@ -535,4 +527,6 @@ def _enter(tx: Tx, saga_type: SagaType, saga: SagaRecord, state: State) -> None:
                 due=saga.deadline_at,
             )
         )
-    enqueue_many_in(tx, jobs)
+    # Their ids name this saga version, which this transaction just made:
+    # no job can have had them before (enqueue_many_in's fresh).
+    enqueue_many_in(tx, jobs, fresh=True)

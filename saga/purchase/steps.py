@@ -507,8 +507,9 @@ def _record_intent(tx: Tx, registry: Registry, saga_id: str) -> RowMapping | Non
     if saga.deadline_at is not None and saga.deadline_at <= as_utc(tx.scalar("db_now")):
         return None
     key = payment_key(saga_id)
+    written = None
     if saga.state == "reserved":
-        tx.run(
+        written = tx.one(
             "record_payment_intent",
             saga_id=saga_id,
             key=key,
@@ -526,7 +527,7 @@ def _record_intent(tx: Tx, registry: Registry, saga_id: str) -> RowMapping | Non
             actor="worker",
             cause="payment intent written",
         )
-    row = tx.one("get_payment", saga_id=saga_id)
+    row = written or tx.one("get_payment", saga_id=saga_id)
     if row is None or row["status"] != "intent":
         return None
     return row

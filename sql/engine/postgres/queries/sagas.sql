@@ -5,17 +5,36 @@
 -- name: insert_saga
 -- Create a saga in its initial state, with its first deadline if any; one
 -- reading of the clock stamps it, so the deadline is exactly creation + timeout.
-WITH clock AS (SELECT clock_timestamp() AS now)
-INSERT INTO sagas (id, kind, definition_version, state, data, deadline_event, deadline_at,
-                   created_at, entered_at, updated_at)
-SELECT :id, :kind, :definition_version, :state, CAST(:data AS jsonb), :deadline_event,
-       CASE WHEN CAST(:deadline_seconds AS double precision) IS NULL THEN NULL
-            ELSE clock.now + make_interval(secs => CAST(:deadline_seconds AS double precision))
-       END,
-       clock.now, clock.now, clock.now
-FROM clock
-RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
-          created_at, entered_at, updated_at;
+-- Its first audit row (the "start" event) in the same statement.
+WITH clock AS (SELECT clock_timestamp() AS now),
+created AS (
+    INSERT INTO sagas (id, kind, definition_version, state, data, deadline_event, deadline_at,
+                       created_at, entered_at, updated_at)
+    SELECT :id, :kind, :definition_version, :state, CAST(:data AS jsonb), :deadline_event,
+           CASE WHEN CAST(:deadline_seconds AS double precision) IS NULL THEN NULL
+                ELSE clock.now + make_interval(secs => CAST(:deadline_seconds AS double precision))
+           END,
+           clock.now, clock.now, clock.now
+    FROM clock
+    RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+              created_at, entered_at, updated_at
+),
+audit AS (
+    INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause,
+                                  payload, job_id, lease_valid)
+    SELECT created.id, created.version, NULL, created.state, 'start', CAST(:actor AS text),
+           CAST(:cause AS text), jsonb_build_object(), CAST(:job_id AS text),
+           CASE WHEN CAST(:job_id AS text) IS NULL THEN NULL
+                ELSE EXISTS (SELECT 1 FROM jobs
+                             WHERE id = :job_id AND state = 'running'
+                               AND lease_token = :lease_token
+                               AND lease_until > clock_timestamp())
+           END
+    FROM created
+)
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM created;
 
 -- name: get_saga
 -- One saga.
@@ -79,20 +98,6 @@ dropped AS (
 SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
        created_at, entered_at, updated_at
 FROM moved;
-
--- name: insert_transition
--- Append one audit row.  Inside a job's fenced transaction it names the job
--- and records whether that job's lease was valid at this moment (the fencing
--- witness `saga verify` reads); outside one both stay NULL.
-INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload,
-                              job_id, lease_valid)
-VALUES (:saga_id, :version, :from_state, :to_state, :event, :actor, :cause, CAST(:payload AS jsonb),
-        CAST(:job_id AS text),
-        CASE WHEN CAST(:job_id AS text) IS NULL THEN NULL
-             ELSE EXISTS (SELECT 1 FROM jobs
-                          WHERE id = :job_id AND state = 'running' AND lease_token = :lease_token
-                            AND lease_until > clock_timestamp())
-        END);
 
 -- name: list_transitions
 -- A saga's audit trail, oldest first.

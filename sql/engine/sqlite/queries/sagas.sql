@@ -5,7 +5,9 @@
 -- their first statement, so no FOR UPDATE is needed.
 
 -- name: insert_saga
--- Create a saga in its initial state, with its first deadline if any.
+-- statements: 2
+-- Create a saga in its initial state, with its first deadline if any; then
+-- its first audit row (the "start" event).
 INSERT INTO sagas (id, kind, definition_version, state, data, deadline_event, deadline_at)
 VALUES (
     :id, :kind, :definition_version, :state, :data, :deadline_event,
@@ -15,6 +17,15 @@ VALUES (
 )
 RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
           created_at, entered_at, updated_at;
+INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload,
+                              job_id, lease_valid)
+SELECT id, version, NULL, state, 'start', :actor, :cause, json_object(), :job_id,
+       CASE WHEN :job_id IS NULL THEN NULL
+            ELSE EXISTS (SELECT 1 FROM jobs
+                         WHERE id = :job_id AND state = 'running' AND lease_token = :lease_token
+                           AND lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
+       END
+FROM sagas WHERE id = :id;
 
 -- name: get_saga
 -- One saga.
@@ -63,20 +74,6 @@ SELECT id, version, :from_state, state, :event, :actor, :cause, :payload, :job_i
 FROM sagas WHERE id = :id AND changes() = 1;
 DELETE FROM jobs
 WHERE saga_id = :id AND kind = :timer_kind AND state = 'pending' AND changes() = 1;
-
--- name: insert_transition
--- Append one audit row.  Inside a job's fenced transaction it names the job
--- and records whether that job's lease was valid at this moment (the fencing
--- witness `saga verify` reads); outside one both stay NULL.
-INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload,
-                              job_id, lease_valid)
-VALUES (:saga_id, :version, :from_state, :to_state, :event, :actor, :cause, :payload,
-        :job_id,
-        CASE WHEN :job_id IS NULL THEN NULL
-             ELSE EXISTS (SELECT 1 FROM jobs
-                          WHERE id = :job_id AND state = 'running' AND lease_token = :lease_token
-                            AND lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-        END);
 
 -- name: list_transitions
 -- A saga's audit trail, oldest first.
