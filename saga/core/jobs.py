@@ -92,9 +92,9 @@ def enqueue_many_in(tx: Tx, jobs: Sequence[NewJob], *, fresh: bool = False) -> l
         if finished:
             tx.run("forget_new_jobs", ids=json.dumps([row["id"] for row in finished]))
             inserted -= {row["id"] for row in finished}
-        for job in jobs:
-            if job.id in inserted and job.due_now:
-                tx.wake(job.queue, [job.id])
+    for job in jobs:
+        if job.id in inserted and job.due_now:
+            tx.wake(job.queue, [job.id])
     _check_repeats(tx, [job for job in jobs if job.id not in inserted])
     created: list[bool] = []
     seen: set[str] = set()

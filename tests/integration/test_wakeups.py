@@ -75,3 +75,17 @@ def test_a_job_left_for_others_still_wakes_them(postgres_url):
             assert 1 == len(received(conn, queue))
         finally:
             conn.close()
+
+
+def test_a_new_saga_wakes_the_workers_of_its_queue(postgres_url):
+    """A purchase accepted: its first step is due now, the purchase queue's workers hear of it."""
+    with Engine(postgres_url, check_schema=False) as setup:
+        setup.upgrade()
+    with Engine(postgres_url) as engine:
+        engine.catalogue.add("js", seats=2, price="49.00", currency="EUR")
+        conn = listener(postgres_url)
+        try:
+            engine.purchases.start(operation_id="op-1", intensive_id="js", student_id="s-1")
+            assert 1 == len(received(conn, "purchase"))
+        finally:
+            conn.close()
