@@ -108,12 +108,14 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def engine_run(url: str, purchases: int, workers: int) -> dict[str, Any]:
-    """One run of the engine: workers up, purchases accepted, all granted."""
+def engine_run(url: str, purchases: int, workers: int, history: int = 0) -> dict[str, Any]:
+    """One run of the engine: workers up, purchases accepted, all granted (after ``history``)."""
     from saga import Engine
 
     with Engine(url, check_schema=False) as setup:
         setup.upgrade()
+        if history:
+            load_history(setup, history)
     counts_dir = tempfile.mkdtemp(prefix="saga-bench-count-")
     env = {
         **os.environ,
@@ -171,7 +173,9 @@ def engine_run(url: str, purchases: int, workers: int) -> dict[str, Any]:
         engine_statements += figures["statements"]
     shutil.rmtree(counts_dir)
     counted = transactions(url) - before - polls - 1 if dialect == "postgres" else None
+    stats = [_timed([sys.executable, "-m", "saga", "stats", "--db", url]) for _ in range(3)]
     return {
+        "stats_s": statistics.median(stats),
         "purchases_per_s": purchases / (finished - started),
         "accepts_per_s": purchases / (accepted - started),
         "p50_s": percentile(latencies, 0.5),
@@ -181,6 +185,29 @@ def engine_run(url: str, purchases: int, workers: int) -> dict[str, Any]:
         "transactions_per_purchase": None if counted is None else counted / purchases,
         "peak_worker_rss_mb": rss,
     }
+
+
+def load_history(engine: Any, sagas: int) -> None:
+    """``sagas`` finished purchases, as the engine leaves them (``history.sql``), then ANALYZE."""
+    import sqlalchemy as sa
+
+    from saga.core.sqlfiles import parse_queries
+
+    started = time.perf_counter()
+    queries = parse_queries((HERE / "history.sql").read_text())
+    with engine.db.engine.begin() as conn:
+        for query in queries.values():
+            if query.name != "analyze":
+                conn.execute(sa.text(query.sql), {"n": sagas})
+    with engine.db.engine.connect() as conn:
+        conn.execution_options(isolation_level="AUTOCOMMIT").execute(sa.text("ANALYZE"))
+    print(f"history: {sagas:,} finished purchases loaded in {time.perf_counter() - started:.0f} s")
+
+
+def _timed(command: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - started
 
 
 class _Counter:
@@ -210,9 +237,12 @@ def _instant_app() -> Any:
 
 
 def _granted(engine: Any) -> int:
+    """Purchases of the bench's intensive with access (a taken seat: the same transaction)."""
     return int(
         engine.db.transaction(
-            lambda tx: tx.conn.exec_driver_sql("SELECT count(*) FROM access_grants").scalar(),
+            lambda tx: tx.conn.exec_driver_sql(
+                "SELECT taken FROM intensives WHERE id = 'js'"
+            ).scalar(),
             write=False,
         )
     )
@@ -221,7 +251,7 @@ def _granted(engine: Any) -> int:
 def _latencies(engine: Any) -> list[float]:
     query = (
         "SELECT extract(epoch FROM a.granted_at - s.created_at) FROM access_grants a "
-        "JOIN sagas s ON s.id = a.saga_id"
+        "JOIN sagas s ON s.id = a.saga_id WHERE a.saga_id NOT LIKE 'hist-%'"
         if engine.db.dialect == "postgres"
         else "SELECT (julianday(a.granted_at) - julianday(s.created_at)) * 86400.0 "
         "FROM access_grants a JOIN sagas s ON s.id = a.saga_id"
@@ -345,12 +375,21 @@ def main() -> None:
     parser.add_argument("--dbos-python", default=sys.executable, help="a python with dbos")
     parser.add_argument("--skip-dbos", action="store_true")
     parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--history",
+        type=int,
+        default=0,
+        help="also run the engine on PostgreSQL with this many finished purchases loaded first",
+    )
     args = parser.parse_args()
     n, k = args.purchases, args.workers
     results: dict[str, Any] = {"purchases": n, "workers": k, "runs": args.runs}
-    ours, peer, floors, lite, lite_floor = [], [], [], [], []
+    ours, peer, floors, lite, lite_floor, aged = [], [], [], [], [], []
     for _ in range(args.runs):
         ours.append(engine_run(fresh_database(args.admin_url, DATABASE), n, k))
+        if args.history:
+            url = fresh_database(args.admin_url, DATABASE)
+            aged.append(engine_run(url, n, k, history=args.history))
         if not args.skip_dbos:
             peer.append(dbos_run(fresh_database(args.admin_url, DATABASE), n, k, args.dbos_python))
         floors.append(pgbench_floor(fresh_database(args.admin_url, DATABASE), k, 10))
@@ -362,6 +401,9 @@ def main() -> None:
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE))
         )
     results["postgres"] = {"engine": median_of(ours), "floor_tps": statistics.median(floors)}
+    if aged:
+        results["postgres"]["engine_with_history"] = median_of(aged)
+        results["history"] = args.history
     if peer:
         results["postgres"]["dbos"] = median_of(peer)
     results["sqlite"] = {"engine": median_of(lite), "floor_tps": statistics.median(lite_floor)}
@@ -377,6 +419,9 @@ def report(results: dict[str, Any]) -> None:
     head += ("RSS MB",)
     print(f"{head[0]:<28}" + "".join(f"{h:>10}" for h in head[1:]))
     rows = [("PostgreSQL: engine", results["postgres"]["engine"])]
+    if "engine_with_history" in results["postgres"]:
+        aged = f"  + {results['history']:,} done"
+        rows.append((aged, results["postgres"]["engine_with_history"]))
     if "dbos" in results["postgres"]:
         rows.append(("PostgreSQL: DBOS Transact", results["postgres"]["dbos"]))
     rows.append(("SQLite: engine", results["sqlite"]["engine"]))
@@ -417,6 +462,15 @@ def report(results: dict[str, Any]) -> None:
     ratios[f"SQLite engine / (sqlite3 loop {lite['floor_tps']:.0f}/s / 5)"] = lite["engine"][
         "purchases_per_s"
     ] / (lite["floor_tps"] / 5)
+    if "engine_with_history" in pg:
+        aged = pg["engine_with_history"]
+        ratios[f"engine with {results['history']:,} done / empty"] = (
+            aged["purchases_per_s"] / engine["purchases_per_s"]
+        )
+        print(
+            f"saga stats: {engine['stats_s']:.2f} s empty, "
+            f"{aged['stats_s']:.2f} s with {results['history']:,} finished purchases"
+        )
     for name, value in ratios.items():
         print(f"{name:<48}{value:>6.2f}")
 
