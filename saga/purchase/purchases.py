@@ -96,7 +96,6 @@ class SeatHook:
                 intensive_id=intensive_id, reason=f"purchase {saga_id} no longer has a {frm} seat"
             )
 
-
     @staticmethod
     def _count(tx: Tx, intensive_id: str, frm: str, to: str) -> None:
         """Move one seat between the intensive's counters (guarded: never oversold)."""
