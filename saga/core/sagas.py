@@ -185,6 +185,9 @@ class Started:
 
     saga: SagaRecord
     created: bool
+    #: The audit rows this call wrote (the "start" row when it created the
+    #: saga; none when it found it again): a reply needs not read them back.
+    history: tuple[TransitionRecord, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -394,6 +397,7 @@ def start_in(
     initial = machine.initial
     deadline = _deadline(initial, data)
     # One statement on PostgreSQL: the saga and its first audit row.
+    start_cause = f"operation {operation_id}"
     row = tx.one(
         "insert_saga",
         id=saga_id,
@@ -404,18 +408,28 @@ def start_in(
         deadline_event=deadline[0],
         deadline_seconds=deadline[1],
         actor=actor,
-        cause=f"operation {operation_id}",
+        cause=start_cause,
         **tx.lease_params,
     )
     if row is None:  # pragma: no cover - INSERT … RETURNING always returns the row
         raise NotFound(kind="saga", key=saga_id)
     saga = SagaRecord.from_row(row)
     tx.after_commit(metrics.TRANSITIONS.labels(saga.kind, "start").inc)
+    start = TransitionRecord(
+        version=saga.version,
+        from_state=None,
+        to_state=saga.state,
+        event="start",
+        actor=actor,
+        cause=start_cause,
+        payload={},
+        at=saga.created_at,
+    )
     for hook in saga_type.hooks:
         hook.on_create(tx, saga)
     _enter(tx, saga_type, saga, initial)
     emit_in(tx, saga_type.emits, saga)
-    return Started(saga=saga, created=True)
+    return Started(saga=saga, created=True, history=(start,))
 
 
 def fire_in(

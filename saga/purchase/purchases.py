@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga import Database, SagaRecord, TransitionRecord, Tx
+    from saga import Database, SagaRecord, Started, TransitionRecord, Tx
 
 KIND: Final = PURCHASE.name
 DEFAULT_HOLD_SECONDS: Final = _DEFAULT_HOLD
@@ -192,18 +192,42 @@ class Purchase:
         return out
 
 
-def _get_in(tx: Tx, saga_id: str, *, fresh: bool = False) -> Purchase:
-    """
-    :meth:`Purchases.get` inside ``tx``.
-
-    ``fresh``: the purchase was created in ``tx``, so it has no payment,
-    refund or reconciliation item to read yet.
-    """
+def _get_in(tx: Tx, saga_id: str) -> Purchase:
+    """:meth:`Purchases.get` inside ``tx``."""
     row = tx.one("get_purchase", saga_id=saga_id)
     if row is None:
         raise NotFound(kind="purchase", key=saga_id)
-    purchase = Purchase.from_row(row, tuple(history_in(tx, saga_id)))
-    return purchase if fresh else _with_trail(tx, purchase)
+    return _with_trail(tx, Purchase.from_row(row, tuple(history_in(tx, saga_id))))
+
+
+def _created(started: Started, operation_id: str) -> Purchase:
+    """
+    A purchase this transaction created, as :func:`_get_in` would read it back.
+
+    Everything is known without a read: the saga row its insert returned, the
+    request in its data, the seat its first state holds, the one audit row
+    written; no payment, refund or reconciliation item exists yet.
+    """
+    saga = started.saga
+    data = saga.data
+    return Purchase(
+        id=saga.id,
+        operation_id=operation_id,
+        intensive_id=str(data["intensive_id"]),
+        student_id=str(data["student_id"]),
+        amount_minor=int(data["amount_minor"]),
+        currency=str(data["currency"]),
+        seat=_seat_of(saga.state),
+        state=saga.state,
+        version=saga.version,
+        payment_method=str(data.get("payment_method", DEFAULT_PAYMENT_METHOD)),
+        hold_seconds=int(data.get("hold_seconds", DEFAULT_HOLD_SECONDS)),
+        deadline_at=saga.deadline_at,
+        deadline_event=saga.deadline_event,
+        created_at=saga.created_at,
+        updated_at=saga.updated_at,
+        history=started.history,
+    )
 
 
 def _with_trail(tx: Tx, purchase: Purchase) -> Purchase:
@@ -308,8 +332,12 @@ class Purchases:
                 request=request,
                 prepare=prepare,
                 actor=actor,
-                # Created in this transaction: no payment, refund or item yet.
-                then=lambda tx, started: _get_in(tx, started.saga.id, fresh=started.created),
+                # Created in this transaction: all there is to say is known.
+                then=lambda tx, started: (
+                    _created(started, operation_id)
+                    if started.created
+                    else _get_in(tx, started.saga.id)
+                ),
             )
         except DatabaseError as exc:
             if exc.constraint in _ONE_SEAT_PER_STUDENT:

@@ -50,6 +50,18 @@ class TestAcceptance:
         )
         assert (1, 0, 1) == seats(engine)
 
+    def test_the_reply_to_a_new_purchase_is_what_reading_it_back_gives(self, engine, intensive):
+        """The reply is built without a read: it must equal the stored purchase, field by field."""
+        created = start(engine, "op-1", "s1", payment_method="pm_ok", hold_seconds=90).purchase
+        assert engine.purchases.get(created.id).to_json() == created.to_json()
+
+    def test_the_reply_to_a_repeated_request_is_the_stored_purchase(self, engine, intensive):
+        """The same operation again: read back, and equal to the first reply."""
+        first = start(engine, "op-1", "s1").purchase
+        again = start(engine, "op-1", "s1")
+        assert not again.created
+        assert first.to_json() == again.purchase.to_json()
+
     def test_acceptance_writes_audit_timer_and_payment_request_together(self, engine, intensive):
         """The saga row, its audit row, its hold timer and its first step are all there."""
         purchase = start(engine, "op-1", "s1", hold_seconds=60).purchase

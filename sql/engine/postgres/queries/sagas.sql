@@ -5,7 +5,8 @@
 -- name: insert_saga
 -- Create a saga in its initial state, with its first deadline if any; one
 -- reading of the clock stamps it, so the deadline is exactly creation + timeout.
--- Its first audit row (the "start" event) in the same statement.
+-- Its first audit row (the "start" event, at the same instant) in the same
+-- statement.
 WITH clock AS (SELECT clock_timestamp() AS now),
 created AS (
     INSERT INTO sagas (id, kind, definition_version, state, data, deadline_event, deadline_at,
@@ -21,9 +22,9 @@ created AS (
 ),
 audit AS (
     INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause,
-                                  payload, job_id, lease_valid)
+                                  payload, at, job_id, lease_valid)
     SELECT created.id, created.version, NULL, created.state, 'start', CAST(:actor AS text),
-           CAST(:cause AS text), jsonb_build_object(), CAST(:job_id AS text),
+           CAST(:cause AS text), jsonb_build_object(), created.created_at, CAST(:job_id AS text),
            CASE WHEN CAST(:job_id AS text) IS NULL THEN NULL
                 ELSE EXISTS (SELECT 1 FROM jobs
                              WHERE id = :job_id AND state = 'running'

@@ -7,7 +7,7 @@
 -- name: insert_saga
 -- statements: 2
 -- Create a saga in its initial state, with its first deadline if any; then
--- its first audit row (the "start" event).
+-- its first audit row (the "start" event, at the same instant).
 INSERT INTO sagas (id, kind, definition_version, state, data, deadline_event, deadline_at)
 VALUES (
     :id, :kind, :definition_version, :state, :data, :deadline_event,
@@ -18,8 +18,8 @@ VALUES (
 RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
           created_at, entered_at, updated_at;
 INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload,
-                              job_id, lease_valid)
-SELECT id, version, NULL, state, 'start', :actor, :cause, json_object(), :job_id,
+                              at, job_id, lease_valid)
+SELECT id, version, NULL, state, 'start', :actor, :cause, json_object(), created_at, :job_id,
        CASE WHEN :job_id IS NULL THEN NULL
             ELSE EXISTS (SELECT 1 FROM jobs
                          WHERE id = :job_id AND state = 'running' AND lease_token = :lease_token
