@@ -251,7 +251,7 @@ def _granted(engine: Any) -> int:
 def _latencies(engine: Any) -> list[float]:
     query = (
         "SELECT extract(epoch FROM a.granted_at - s.created_at) FROM access_grants a "
-        "JOIN sagas s ON s.id = a.saga_id WHERE a.saga_id NOT LIKE 'hist-%'"
+        "JOIN sagas s ON s.id = a.saga_id WHERE left(a.saga_id, 5) <> 'hist-'"
         if engine.db.dialect == "postgres"
         else "SELECT (julianday(a.granted_at) - julianday(s.created_at)) * 86400.0 "
         "FROM access_grants a JOIN sagas s ON s.id = a.saga_id"
