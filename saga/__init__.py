@@ -36,6 +36,7 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     from saga.core.inbox import Message, Route, by_saga_id
     from saga.core.invariants import Invariant, Report
     from saga.core.jobs import NewJob, enqueue_in
+    from saga.core.logs import get_logger
     from saga.core.metrics import record_provider_call
     from saga.core.netfault import Outage
     from saga.core.outbox import Emit, Event
@@ -168,6 +169,7 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "guard": ("state_machine", "guard"),
     "history_in": ("saga.core.sagas", "history_in"),
     "lock_in": ("saga.core.sagas", "lock_in"),
+    "get_logger": ("saga.core.logs", "get_logger"),
     "load_app": ("saga.core.app", "load_app"),
     "normalize_url": ("saga.core.db", "normalize_url"),
     "open_review": ("saga.core.recon", "open_review"),
@@ -272,6 +274,7 @@ __all__ = [
     "fenced",
     "fire_in",
     "get_in",
+    "get_logger",
     "guard",
     "history_in",
     "load_app",

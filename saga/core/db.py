@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
 import sqlalchemy as sa
-import structlog
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
 from tenacity import (
@@ -33,6 +32,7 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from saga.core.logs import get_logger
 from saga.core.sqlfiles import ENGINE, Dialect, SqlComponent, merged_queries, split_statements
 from saga.exceptions import (
     DatabaseBusy,
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_URL: Final = "sqlite:///saga.db"
 _SEARCH_PATH: Final = re.compile(r"search_path=([A-Za-z_][A-Za-z0-9_]*)")

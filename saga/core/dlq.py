@@ -14,10 +14,9 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-import structlog
-
 from saga import validation as _validation
 from saga.codec import iso
+from saga.core.logs import get_logger
 from saga.core.queue import JobInfo
 from saga.exceptions import InvalidInput
 
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
 
     from saga.core.db import Database, Tx
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_BATCH: Final = 1000
 

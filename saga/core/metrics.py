@@ -26,14 +26,14 @@ import shutil
 import tempfile
 from typing import TYPE_CHECKING, Any, Final
 
-import structlog
+from saga.core.logs import get_logger
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from saga.core.db import Database
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MULTIPROC_ENV: Final = "PROMETHEUS_MULTIPROC_DIR"
 # Latencies from a millisecond (a claim on an idle database) to a minute (a

@@ -14,8 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
-import structlog
-
+from saga.core.logs import get_logger
 from saga.core.sqlfiles import (
     ENGINE,
     Migration,
@@ -31,7 +30,7 @@ if TYPE_CHECKING:
 
     from saga.core.db import Database, Tx
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # Serializes concurrent upgrades on PostgreSQL (pg_advisory_xact_lock key).
 _LOCK_KEY: Final = 0x5A6A_0001

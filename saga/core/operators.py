@@ -20,15 +20,14 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import structlog
-
 from saga import validation
+from saga.core.logs import get_logger
 from saga.exceptions import ConflictError, InvalidInput, NotFound
 
 if TYPE_CHECKING:
     from saga.core.db import Database
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 ROLES: Final = ("viewer", "operator")
 MIN_PASSWORD_LENGTH: Final = 12

@@ -17,10 +17,9 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import structlog
-
 from saga.codec import as_utc, iso, load_json, maybe_utc
 from saga.core.jobs import NewJob, enqueue_in, enqueue_many_in
+from saga.core.logs import get_logger
 from saga.exceptions import LeaseLost, NotFound
 
 if TYPE_CHECKING:
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
     from saga.core.db import Database, Tx
 
 T = TypeVar("T")
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_LEASE_SECONDS: Final = 30.0
 

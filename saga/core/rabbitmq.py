@@ -21,9 +21,8 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import structlog
-
 from saga.core.faults import crash_point
+from saga.core.logs import get_logger
 from saga.core.outbox import Event
 from saga.exceptions import BrokerUnavailable, PublishFailed
 
@@ -32,7 +31,7 @@ if TYPE_CHECKING:
 
     from pika.adapters.blocking_connection import BlockingChannel, BlockingConnection
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_EXCHANGE: Final = "saga.events"
 BROKER_ENV: Final = "SAGA_BROKER_URL"

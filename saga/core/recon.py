@@ -24,11 +24,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-import structlog
-
 from saga.codec import as_utc, dump_json, iso, load_json, maybe_utc
 from saga.core.handlers import Apply, JobKind
 from saga.core.jobs import NewJob, enqueue_in
+from saga.core.logs import get_logger
 from saga.exceptions import ConflictError, NotFound
 
 if TYPE_CHECKING:
@@ -42,7 +41,7 @@ if TYPE_CHECKING:
     from saga.core.records import SagaRecord
     from saga.core.sagas import Change
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CHECKER: Final = "checker"
 OPERATORS: Final = "operators"

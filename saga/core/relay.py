@@ -35,18 +35,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-import structlog
-
 from saga.core.backoff import Backoff
 from saga.core.faults import crash_point
 from saga.core.handlers import error_text
+from saga.core.logs import get_logger
 from saga.core.outbox import Event
 from saga.exceptions import PublishFailed
 
 if TYPE_CHECKING:
     from saga.core.db import Database, Tx
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_LEASE_SECONDS: Final = 30.0
 # Broker outages are retried for as long as they last: an event is never

@@ -20,11 +20,9 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_for
 from typing import TYPE_CHECKING, Any, Final
 
-import structlog
-
 from saga.core.app import load_app
 from saga.core.handlers import Handlers
-from saga.core.logs import configure_logging
+from saga.core.logs import configure_logging, get_logger
 from saga.core.worker import Worker, WorkerReport
 from saga.exceptions import SagaError
 
@@ -34,7 +32,7 @@ if TYPE_CHECKING:
 
     from saga.core.engine import Engine
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 # The exit code of a worker process whose startup or loop raised.
 EXIT_CRASHED: Final = 70

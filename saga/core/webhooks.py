@@ -24,16 +24,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-import structlog
-
 from saga.core.inbox import Message
+from saga.core.logs import get_logger
 from saga.core.signatures import DEFAULT_TOLERANCE_S, SignatureRefused, check
 from saga.exceptions import DatabaseError, InvalidInput, ProviderUnavailable
 
 if TYPE_CHECKING:
     from saga.core.sagas import Context
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 MAX_BODY_BYTES: Final = 256 * 1024
 _EXCERPT_BYTES: Final = 512

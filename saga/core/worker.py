@@ -19,12 +19,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import psycopg
-import structlog
 from psycopg import sql
 
 from saga.core import metrics
 from saga.core.faults import crash_point
 from saga.core.handlers import Apply, Handlers, JobKind, error_text
+from saga.core.logs import get_logger
 from saga.core.queue import DEFAULT_LEASE_SECONDS, Claimed, ClaimSpec, Done, Job, Queue, claim_in
 
 if TYPE_CHECKING:
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from saga.core.db import Database, Tx
     from saga.core.pollers import Poller
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 CHANNEL: Final = "saga_jobs"
 # The exit code of a worker process that ended itself because a handler hung

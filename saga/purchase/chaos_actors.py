@@ -20,9 +20,7 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-import structlog
-
-from saga import DeadLetterFilter, DeadLetters, consume_events
+from saga import DeadLetterFilter, DeadLetters, consume_events, get_logger
 from saga.codec import load_json
 from saga.exceptions import (
     BrokerUnavailable,
@@ -40,7 +38,7 @@ if TYPE_CHECKING:
     from saga import Engine, Event, Outage, ReconItem, WorkerFleet
     from saga.purchase.chaos_plan import ChaosPlan, Fault, Order
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 OPERATOR: Final = "chaos-operator"
 # A paused worker sleeps past its lease by this much: it wakes up stale.

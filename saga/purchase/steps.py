@@ -17,8 +17,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-import structlog
-
 from saga import (
     Apply,
     JobKind,
@@ -30,6 +28,7 @@ from saga import (
     error_text,
     fenced,
     fire_in,
+    get_logger,
     lock_in,
     open_review,
 )
@@ -55,7 +54,7 @@ if TYPE_CHECKING:
     from steps import PaymentProvider, ProviderRefund
     from steps.errors import ErrorClass
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 QUEUE: Final = "purchase"
 OPEN: Final = ("reserved", "payment_pending")

@@ -8,9 +8,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-import structlog
-
-from saga import crash_point, sign_webhook
+from saga import crash_point, get_logger, sign_webhook
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase.inbox import ProviderEvent
 
@@ -21,7 +19,7 @@ if TYPE_CHECKING:
     from saga.purchase.inbox import Delivery
     from saga.purchase.sandbox import Webhook
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 
 SANDBOX_WEBHOOK_URL_ENV: Final = "SAGA_SANDBOX_WEBHOOK_URL"

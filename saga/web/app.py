@@ -7,10 +7,10 @@ import signal
 import threading
 from typing import TYPE_CHECKING, Any, Final
 
-import structlog
 from flask import Flask, Response, jsonify, request
 
 from saga.core import metrics
+from saga.core.logs import get_logger
 from saga.core.operators import Operators
 from saga.core.signatures import SIGNATURE_HEADER
 from saga.core.webhooks import MAX_BODY_BYTES
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from saga.core.engine import Engine
     from saga.core.webhooks import WebhookDoor
 
-log = structlog.get_logger(__name__)
+log = get_logger(__name__)
 
 DEFAULT_THREADS: Final = 4
 
