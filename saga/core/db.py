@@ -527,8 +527,9 @@ class _Buffered:
     """The rows and row count of a statement, kept while the statements after it run."""
 
     def __init__(self, result: sa.CursorResult[Any]) -> None:
-        self.rowcount = result.rowcount
         self._rows = result.mappings().all() if result.returns_rows else []
+        # After the fetch: SQLite counts a RETURNING statement's rows as they come.
+        self.rowcount = result.rowcount
         result.close()
 
     def mappings(self) -> _Buffered:

@@ -34,9 +34,12 @@ def _structlog() -> Any:
     global _pending_level
     import structlog  # noqa: PLC0415 - the point of this module
 
+    # Under the lock to the end: a second thread must not log before the
+    # configuration is in place (structlog's defaults print to stdout).
     with _lock:
         level, _pending_level = _pending_level, None
-    if level is not None:
+        if level is None:
+            return structlog
         structlog.configure(
             processors=[
                 structlog.processors.add_log_level,
@@ -47,7 +50,7 @@ def _structlog() -> Any:
             logger_factory=structlog.PrintLoggerFactory(sys.stderr),
             cache_logger_on_first_use=False,
         )
-    return structlog
+        return structlog
 
 
 class _LazyLogger:

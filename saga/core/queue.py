@@ -371,21 +371,32 @@ class Queue:
         return self._by_token("extend_leases", jobs, lease_seconds=lease_seconds)
 
     def release(self, jobs: Sequence[Job]) -> set[str]:
-        """Hand claimed jobs that never started back, as if never claimed (fenced)."""
-        return self._by_token("release_jobs", jobs)
+        """
+        Hand claimed jobs that never started back, as if never claimed (fenced).
 
-    def _by_token(self, query: str, jobs: Sequence[Job], **params: Any) -> set[str]:
+        They are due again at once: the workers are woken for them (the
+        transaction that claimed them may have told nobody about them).
+        """
+        return self._by_token("release_jobs", jobs, wake=True)
+
+    def _by_token(
+        self, query: str, jobs: Sequence[Job], *, wake: bool = False, **params: Any
+    ) -> set[str]:
         by_token: dict[str, list[str]] = {}
         for job in jobs:
             by_token.setdefault(job.token, []).append(job.id)
         if not by_token:
             return set()
+        queues = {job.id: job.queue for job in jobs}
 
         def work(tx: Tx) -> set[str]:
             owned: set[str] = set()
             for token, ids in by_token.items():
                 rows = tx.all(query, ids=json.dumps(ids), token=token, **params)
                 owned.update(row["id"] for row in rows)
+            if wake:
+                for job_id in owned:
+                    tx.wake(queues[job_id], [job_id])
             return owned
 
         return self.db.transaction(work)

@@ -180,6 +180,8 @@ class Worker:
                     wait(self._idle_timeout())
                 self._give_back_ahead()
         finally:
+            # Left by a failure: its leases expire and the jobs come back.
+            self._forget_ahead()
             self._idle_rescue = True
             self._fold = False
         self._log.info("worker_stopped", **self.report.as_dict())
@@ -201,6 +203,26 @@ class Worker:
             self._process(jobs)
         return len(jobs)
 
+    def _hold_ahead(self, claimed: Claimed | None) -> None:
+        """
+        Keep a batch claimed ahead until the next turn, its leases renewed meanwhile.
+
+        The pollers run between two batches and may wait on the network for
+        seconds: the heartbeat must renew these leases from the moment they
+        are taken, or another worker could rescue the jobs and both run them.
+        """
+        self._ahead = claimed
+        if claimed is not None and claimed.jobs:
+            with self._guard:
+                self._in_hand.update({job.id: job for job in claimed.jobs})
+
+    def _forget_ahead(self) -> None:
+        claimed, self._ahead = self._ahead, None
+        if claimed is not None:
+            with self._guard:
+                for job in claimed.jobs:
+                    self._in_hand.pop(job.id, None)
+
     def _claim_spec(self) -> ClaimSpec:
         """The next claim: expired leases are looked for every few seconds, not every time."""
         now = time.monotonic()
@@ -217,7 +239,8 @@ class Worker:
 
     def _give_back_ahead(self) -> None:
         """Release a batch claimed ahead that will not run (the worker stops)."""
-        claimed, self._ahead = self._ahead, None
+        claimed = self._ahead
+        self._forget_ahead()
         if claimed is not None and claimed.jobs:
             self.report.claimed += len(claimed.jobs)
             self._release(claimed.jobs)
@@ -274,7 +297,10 @@ class Worker:
         finally:
             with self._guard:
                 for job in jobs:
-                    self._in_hand.pop(job.id, None)
+                    # Only this claim of it: a job retried at once may be in
+                    # the batch claimed ahead already, under a new token.
+                    if self._in_hand.get(job.id) is job:
+                        del self._in_hand[job.id]
                     self._lost.discard(job.id)
 
     def _run_one(self, kind: JobKind, job: Job, *, claim_next: bool = False) -> Done | None:
@@ -307,15 +333,30 @@ class Worker:
         if isinstance(value, Apply):
             spec = self._next_claim() if claim_next else None
             try:
-                owned, _, self._ahead = self.queue.complete_with_then_claim(job, value.apply, spec)
+                owned, ahead = self._complete(job, value.apply, spec)
             except Exception as exc:  # noqa: BLE001 - the effect failed: classify and settle
                 self._settle_failure(kind, job, exc)
                 return None
             finally:
                 self._let_go(job)
+            self._hold_ahead(ahead)
             self._count_completion(job, owned)
             return None
         return Done(job, value)
+
+    def _complete(
+        self, job: Job, apply: Any, spec: ClaimSpec | None
+    ) -> tuple[bool, Claimed | None]:
+        """Complete ``job`` (and claim ahead); a failing claim is never the job's failure."""
+        if spec is not None:
+            try:
+                owned, _, ahead = self.queue.complete_with_then_claim(job, apply, spec)
+            except Exception as exc:  # noqa: BLE001 - settled again below, without the claim
+                self._log.warning("claim_ahead_failed", job_id=job.id, error=error_text(exc))
+            else:
+                return owned, ahead
+        owned, _ = self.queue.complete_with(job, apply)
+        return owned, None
 
     def _next_claim(self) -> ClaimSpec | None:
         """The claim to fold into a batch's last transaction (none when stopping)."""
@@ -330,7 +371,8 @@ class Worker:
         alarm that teaches operators to ignore the real ones.
         """
         with self._guard:
-            self._in_hand.pop(job.id, None)
+            if self._in_hand.get(job.id) is job:
+                del self._in_hand[job.id]
 
     def _settle_crash(self, job: Job, exc: Exception) -> None:
         # Settling itself failed (the database went away, an effect raised):
@@ -343,11 +385,17 @@ class Worker:
             return
         crash_point("worker.before_complete")
         spec = self._next_claim() if claim_next else None
-        try:
-            if spec is None:
-                owned = self.queue.complete(done)
+        owned: set[str] | None = None
+        if spec is not None:
+            try:
+                owned, ahead = self.queue.complete_then_claim(done, spec)
+            except Exception as exc:  # noqa: BLE001 - settled again below, without the claim
+                self._log.warning("claim_ahead_failed", error=error_text(exc))
             else:
-                owned, self._ahead = self.queue.complete_then_claim(done, spec)
+                self._hold_ahead(ahead)
+        try:
+            if owned is None:
+                owned = self.queue.complete(done)
         except Exception as exc:  # noqa: BLE001 - the leases expire and the jobs come back
             for item in done:
                 self._settle_crash(item.job, exc)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from sqlalchemy import event
 
+import saga.core.queue
 from saga import Apply, NewJob, enqueue_in
 from saga.core.handlers import Handlers, JobKind
 from saga.core.queue import Queue
@@ -76,3 +77,38 @@ def test_a_worker_stepped_by_hand_leaves_the_next_job_pending(engine):
     worker = Worker(engine.db, Handlers([kind]), listen=False, batch=1)
     assert 1 == worker.run_once()
     assert "pending" == Queue(engine.db).get("c1").state
+
+
+def test_jobs_claimed_ahead_are_held_while_the_pollers_run(engine):
+    """The pollers may wait on the network between batches: the heartbeat renews what is held."""
+    kind, _ = chain_kind()
+    Queue(engine.db).enqueue(NewJob(id="c0", queue="q", kind="chain", payload={"n": 0}))
+    seen = []
+
+    class Watcher:
+        def poll(self):
+            seen.append(set(worker._in_hand))  # what the heartbeat renews right now
+            return 0
+
+        def next_due_in(self):
+            return None
+
+    worker = Worker(
+        engine.db, Handlers([kind]), listen=False, batch=1, poll_interval=0.05, pollers=[Watcher()]
+    )
+    worker.run(burst=True)
+    assert {"c1"} in seen  # c0 done, c1 claimed ahead and held before it ran
+
+
+def test_a_failing_claim_ahead_is_not_the_jobs_failure(engine, monkeypatch):
+    """The claim folded into a completion breaks: the job completes anyway, without it."""
+
+    def broken(tx, spec):
+        raise RuntimeError("claim broke")
+
+    monkeypatch.setattr(saga.core.queue, "claim_in", broken)
+    kind, _ = chain_kind()
+    Queue(engine.db).enqueue(NewJob(id="c0", queue="q", kind="chain", payload={"n": 0}))
+    worker = Worker(engine.db, Handlers([kind]), listen=False, batch=1, poll_interval=0.05)
+    report = worker.run(burst=True)
+    assert (CHAIN, 0, 0) == (report.done, report.retried, report.dead_lettered)
