@@ -502,9 +502,10 @@ def _record_intent(tx: Tx, registry: Registry, saga_id: str) -> RowMapping | Non
     if saga.state not in OPEN:
         return None
     # The hold ran out: the timer is about to expire the purchase (it may have
-    # read "no payment requested" already), so no payment may start now.
-    if saga.deadline_at is not None and saga.deadline_at <= as_utc(tx.scalar("db_now")):
-        return None
+    # read "no payment requested" already), so no payment may start now.  The
+    # database clock decides: in the intent's own insert (a purchase in
+    # reserved has no intent yet, so nothing written means just that), or
+    # here for a retry.
     key = payment_key(saga_id)
     written = None
     if saga.state == "reserved":
@@ -517,6 +518,8 @@ def _record_intent(tx: Tx, registry: Registry, saga_id: str) -> RowMapping | Non
             method=saga.data["payment_method"],
             **tx.lease_params,
         )
+        if written is None:
+            return None
         fire_in(
             tx,
             registry,
@@ -526,6 +529,8 @@ def _record_intent(tx: Tx, registry: Registry, saga_id: str) -> RowMapping | Non
             actor="worker",
             cause="payment intent written",
         )
+    elif saga.deadline_at is not None and saga.deadline_at <= as_utc(tx.scalar("db_now")):
+        return None
     row = written or tx.one("get_payment", saga_id=saga_id)
     if row is None or row["status"] != "intent":
         return None

@@ -138,6 +138,29 @@ def test_no_payment_is_requested_after_the_hold_deadline(shop):
     assert [] == shop.sandbox.ledger()["charges"]
 
 
+def test_a_retried_payment_request_after_the_hold_deadline_calls_nobody(shop, monkeypatch):
+    """The intent was written, the worker died before the call; the retry comes after the hold."""
+    purchase = start(shop)
+    worker = steps(shop, "purchase.request_payment")
+
+    def died_before_the_call(name):
+        if name == "request_payment.before_call":
+            raise RuntimeError("the worker died here")
+
+    monkeypatch.setattr(purchase_steps, "crash_point", died_before_the_call)
+    (job,) = Queue(shop.db).claim(["purchase.request_payment"], batch=1)
+    with pytest.raises(RuntimeError):
+        worker.handlers["purchase.request_payment"].handler(job)
+    assert "payment_pending" == shop.purchases.get(purchase.id).state  # the intent committed
+    monkeypatch.undo()
+    past = "2000-01-01T00:00:00.000Z" if shop.db.dialect == "sqlite" else "2000-01-01T00:00:00Z"
+    execute(shop, "UPDATE sagas SET deadline_at = :past WHERE id = :id", past=past, id=purchase.id)
+    expire_lease(shop, job.id)
+    worker.run(burst=True)  # the retry: the hold ran out by the database clock
+    assert [] == shop.sandbox.ledger()["charges"]
+    assert "intent" == scalar(shop, "SELECT status FROM payments")
+
+
 def test_a_lease_lost_inside_the_intent_transaction_keeps_no_intent(shop, monkeypatch):
     """The worker stalls after its fence would have passed: no intent, no call, no move."""
     purchase = start(shop)

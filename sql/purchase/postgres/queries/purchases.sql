@@ -53,15 +53,17 @@ SELECT saga_id FROM purchases
 WHERE intensive_id = :intensive_id AND student_id = :student_id AND seat <> 'free';
 
 -- name: record_payment_intent
--- Write the payment intent before calling the provider; an existing one stays
--- (and nothing comes back: the new intent does).
+-- Write the payment intent before calling the provider, only while the
+-- purchase's hold runs by the database clock; an existing one stays (nothing
+-- comes back then, nor when the hold ran out: the new intent does).
 -- stale_writes counts a write made under a lease that was no longer valid
 -- (a fencing witness for `saga verify`: it must stay 0).
 INSERT INTO payments (saga_id, key, amount_minor, currency, method, stale_writes)
-VALUES (:saga_id, :key, :amount_minor, :currency, :method,
+SELECT :saga_id, :key, :amount_minor, :currency, :method,
         CASE WHEN CAST(:job_id AS text) IS NULL OR EXISTS (
         SELECT 1 FROM jobs WHERE id = :job_id AND state = 'running'
-          AND lease_token = :lease_token AND lease_until > clock_timestamp()) THEN 0 ELSE 1 END)
+          AND lease_token = :lease_token AND lease_until > clock_timestamp()) THEN 0 ELSE 1 END
+WHERE NOT EXISTS (SELECT 1 FROM sagas WHERE id = :saga_id AND deadline_at <= clock_timestamp())
 ON CONFLICT (saga_id) DO NOTHING
 RETURNING saga_id, key, amount_minor, currency, method, status, provider_ref, charged_minor,
           charged_currency, created_at, updated_at;
