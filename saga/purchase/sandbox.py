@@ -37,6 +37,10 @@ DEFAULT_SCHEMA: Final = "saga_sandbox"
 MISMATCH_EXTRA: Final = 100
 # How long a pm_stale_failure_first charge stays pending before it succeeds.
 SETTLE_SECONDS: Final = 1.0
+# A create call that timed out after charging: the provider's webhook about
+# that charge comes later than the call's answer would have, so the engine
+# meets the unknown outcome first (reconciliation) and the webhook after it.
+LATE_WEBHOOK_SECONDS: Final = 3.0
 
 
 def sandbox_url_for(engine_url: str) -> str:
@@ -176,8 +180,9 @@ class Sandbox:
         body = _payment_body(payment, reference)
         event_id = f"evt_{uuid.uuid4().hex[:20]}"
         copies = 2 if method == PaymentMethod.DUPLICATE_WEBHOOKS else 1
+        delay = LATE_WEBHOOK_SECONDS if method == PaymentMethod.TIMEOUT_AFTER_CHARGE else 0.0
         for _ in range(copies):
-            _queue(tx, event_id, kind, body, delay=0.0)
+            _queue(tx, event_id, kind, body, delay=delay)
         if method == PaymentMethod.STALE_FAILURE_FIRST:
             # A failure about an earlier attempt arrives at once, before the
             # charge settles; the success follows when it does.
