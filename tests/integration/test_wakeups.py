@@ -12,6 +12,7 @@ from __future__ import annotations
 import uuid
 
 import psycopg
+import pytest
 import sqlalchemy as sa
 
 from saga import Engine, NewJob, enqueue_in
@@ -40,61 +41,50 @@ def received(conn, queue):
     raise AssertionError("the sentinel notification never came")
 
 
-def test_a_job_claimed_by_the_transaction_that_queued_it_wakes_nobody(postgres_url):
-    queue = f"q-{uuid.uuid4().hex}"
+@pytest.fixture
+def wired(postgres_url):
+    """An engine on a fresh schema, a session listening, and a queue name of the test's own."""
     with Engine(postgres_url, check_schema=False) as engine:
         engine.upgrade()
         conn = listener(postgres_url)
         try:
-
-            def queue_and_take(tx):
-                enqueue_in(tx, NewJob(id="next-step", queue=queue, kind="k"))
-                return claim_in(tx, ClaimSpec.of(["k"], batch=10, lease_seconds=30)).jobs
-
-            (job,) = engine.db.transaction(queue_and_take)
-            assert "next-step" == job.id
-            assert [] == received(conn, queue)
+            yield engine, conn, f"q-{uuid.uuid4().hex}"
         finally:
             conn.close()
 
 
-def test_a_job_given_back_wakes_the_workers(postgres_url):
+def queue_and_take(engine, queue, ids, *, batch):
+    """One transaction: queue jobs ``ids``, then claim up to ``batch`` of them."""
+
+    def work(tx):
+        for job_id in ids:
+            enqueue_in(tx, NewJob(id=job_id, queue=queue, kind="k"))
+        return claim_in(tx, ClaimSpec.of(["k"], batch=batch, lease_seconds=30)).jobs
+
+    return engine.db.transaction(work)
+
+
+def test_a_job_claimed_by_the_transaction_that_queued_it_wakes_nobody(wired):
+    engine, conn, queue = wired
+    (job,) = queue_and_take(engine, queue, ["next-step"], batch=10)
+    assert "next-step" == job.id
+    assert [] == received(conn, queue)
+
+
+def test_a_job_given_back_wakes_the_workers(wired):
     """Claimed without a word (its own transaction took it), then released: now they hear of it."""
-    queue = f"q-{uuid.uuid4().hex}"
-    with Engine(postgres_url, check_schema=False) as engine:
-        engine.upgrade()
-        conn = listener(postgres_url)
-        try:
-
-            def queue_and_take(tx):
-                enqueue_in(tx, NewJob(id="next-step", queue=queue, kind="k"))
-                return claim_in(tx, ClaimSpec.of(["k"], batch=10, lease_seconds=30)).jobs
-
-            jobs = engine.db.transaction(queue_and_take)
-            assert [] == received(conn, queue)
-            assert {"next-step"} == Queue(engine.db).release(jobs)
-            assert 1 == len(received(conn, queue))
-        finally:
-            conn.close()
+    engine, conn, queue = wired
+    jobs = queue_and_take(engine, queue, ["next-step"], batch=10)
+    assert [] == received(conn, queue)
+    assert {"next-step"} == Queue(engine.db).release(jobs)
+    assert 1 == len(received(conn, queue))
 
 
-def test_a_job_left_for_others_still_wakes_them(postgres_url):
+def test_a_job_left_for_others_still_wakes_them(wired):
     """Two queued, one claimed in the same transaction: the other one is announced."""
-    queue = f"q-{uuid.uuid4().hex}"
-    with Engine(postgres_url, check_schema=False) as engine:
-        engine.upgrade()
-        conn = listener(postgres_url)
-        try:
-
-            def queue_two_take_one(tx):
-                enqueue_in(tx, NewJob(id="a", queue=queue, kind="k"))
-                enqueue_in(tx, NewJob(id="b", queue=queue, kind="k"))
-                return claim_in(tx, ClaimSpec.of(["k"], batch=1, lease_seconds=30)).jobs
-
-            assert 1 == len(engine.db.transaction(queue_two_take_one))
-            assert 1 == len(received(conn, queue))
-        finally:
-            conn.close()
+    engine, conn, queue = wired
+    assert 1 == len(queue_and_take(engine, queue, ["a", "b"], batch=1))
+    assert 1 == len(received(conn, queue))
 
 
 def test_a_new_saga_wakes_the_workers_of_its_queue(postgres_url):
