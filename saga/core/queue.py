@@ -405,10 +405,11 @@ class Queue:
 def claim_in(tx: Tx, spec: ClaimSpec) -> Claimed:
     """:meth:`Queue.claim` inside ``tx``, with the wait until the next due job when none is."""
     token = uuid.uuid4().hex
-    if spec.rescue:
-        rescued = _rescue(tx, spec.kinds_json, token, spec.lease_seconds, spec.batch)
-        if rescued:
-            return Claimed(rescued)
+    rescued = (
+        _rescue(tx, spec.kinds_json, token, spec.lease_seconds, spec.batch) if spec.rescue else []
+    )
+    if rescued:
+        return Claimed(rescued)
     rows = tx.all(
         "claim_jobs",
         kinds=spec.kinds_json,
@@ -421,8 +422,8 @@ def claim_in(tx: Tx, spec: ClaimSpec) -> Claimed:
         return Claimed([Job.from_claim(row, token) for row in rows])
     if spec.rescue_if_idle and not spec.rescue:
         rescued = _rescue(tx, spec.kinds_json, token, spec.lease_seconds, spec.batch)
-        if rescued:
-            return Claimed(rescued)
+    if rescued:
+        return Claimed(rescued)
     due = tx.scalar("next_due_in", kinds=spec.kinds_json)
     return Claimed([], None if due is None else float(due))
 

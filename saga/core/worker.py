@@ -16,7 +16,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 import psycopg
 from psycopg import sql
@@ -28,11 +28,12 @@ from saga.core.logs import get_logger
 from saga.core.queue import DEFAULT_LEASE_SECONDS, Claimed, ClaimSpec, Done, Job, Queue, claim_in
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Callable, Iterator, Sequence
 
     from saga.core.db import Database, Tx
     from saga.core.pollers import Poller
 
+T = TypeVar("T")
 log = get_logger(__name__)
 
 CHANNEL: Final = "saga_jobs"
@@ -332,31 +333,46 @@ class Worker:
             return None
         if isinstance(value, Apply):
             spec = self._next_claim() if claim_next else None
+            apply = value.apply
+
+            def complete_and_claim(claim: ClaimSpec) -> tuple[bool, Claimed | None]:
+                owned, _, ahead = self.queue.complete_with_then_claim(job, apply, claim)
+                return owned, ahead
+
             try:
-                owned, ahead = self._complete(job, value.apply, spec)
+                owned = self._claiming_ahead(
+                    spec, complete_and_claim, lambda: self.queue.complete_with(job, apply)[0]
+                )
             except Exception as exc:  # noqa: BLE001 - the effect failed: classify and settle
                 self._settle_failure(kind, job, exc)
                 return None
             finally:
                 self._let_go(job)
-            self._hold_ahead(ahead)
             self._count_completion(job, owned)
             return None
         return Done(job, value)
 
-    def _complete(
-        self, job: Job, apply: Any, spec: ClaimSpec | None
-    ) -> tuple[bool, Claimed | None]:
-        """Complete ``job`` (and claim ahead); a failing claim is never the job's failure."""
+    def _claiming_ahead(
+        self,
+        spec: ClaimSpec | None,
+        settle_and_claim: Callable[[ClaimSpec], tuple[T, Claimed | None]],
+        settle: Callable[[], T],
+    ) -> T:
+        """
+        Settle with the next claim folded in, or (no spec, or the claim failed) without it.
+
+        A failing claim is never the settled jobs' failure: the transaction
+        rolled back whole, and they are settled again alone.
+        """
         if spec is not None:
             try:
-                owned, _, ahead = self.queue.complete_with_then_claim(job, apply, spec)
+                result, ahead = settle_and_claim(spec)
             except Exception as exc:  # noqa: BLE001 - settled again below, without the claim
-                self._log.warning("claim_ahead_failed", job_id=job.id, error=error_text(exc))
+                self._log.warning("claim_ahead_failed", error=error_text(exc))
             else:
-                return owned, ahead
-        owned, _ = self.queue.complete_with(job, apply)
-        return owned, None
+                self._hold_ahead(ahead)
+                return result
+        return settle()
 
     def _next_claim(self) -> ClaimSpec | None:
         """The claim to fold into a batch's last transaction (none when stopping)."""
@@ -385,17 +401,12 @@ class Worker:
             return
         crash_point("worker.before_complete")
         spec = self._next_claim() if claim_next else None
-        owned: set[str] | None = None
-        if spec is not None:
-            try:
-                owned, ahead = self.queue.complete_then_claim(done, spec)
-            except Exception as exc:  # noqa: BLE001 - settled again below, without the claim
-                self._log.warning("claim_ahead_failed", error=error_text(exc))
-            else:
-                self._hold_ahead(ahead)
         try:
-            if owned is None:
-                owned = self.queue.complete(done)
+            owned = self._claiming_ahead(
+                spec,
+                lambda claim: self.queue.complete_then_claim(done, claim),
+                lambda: self.queue.complete(done),
+            )
         except Exception as exc:  # noqa: BLE001 - the leases expire and the jobs come back
             for item in done:
                 self._settle_crash(item.job, exc)
