@@ -15,6 +15,7 @@ from saga.core.recon_desk import Reconciliation
 from saga.core.relay import DEFAULT_LEASE_SECONDS, Publisher, Relay, Subscribers
 from saga.core.sagas import Registry, Sagas
 from saga.core.sqlfiles import ENGINE
+from saga.core.stats import CountsRollUp
 from saga.exceptions import ApplicationError
 
 if TYPE_CHECKING:
@@ -120,8 +121,14 @@ class Engine:
         return self.app.job_kinds(self)
 
     def pollers(self) -> list[Poller]:
-        """What workers look at besides the queue (the purchase: the sandbox's webhooks)."""
-        return list(self.app.pollers(self))
+        """
+        What workers look at besides the queue.
+
+        The application's (the purchase: the sandbox's webhooks) and, on
+        PostgreSQL, the folding of the counts ``saga stats`` keeps.
+        """
+        own: list[Poller] = [CountsRollUp(self.db)] if self.db.dialect == "postgres" else []
+        return [*self.app.pollers(self), *own]
 
     def relay(
         self,

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import time
+from typing import TYPE_CHECKING, Any, Final
 
 from saga.codec import as_utc, iso
 
 if TYPE_CHECKING:
     from saga.core.db import Database, Tx
+
+# How often a worker folds the counts' deltas into their totals (PostgreSQL).
+# Readers add the deltas left, so this bounds their work, not their accuracy.
+ROLL_UP_EVERY_S: Final = 1.0
 
 
 def collect(db: Database) -> dict[str, Any]:
@@ -103,3 +108,32 @@ def activity(db: Database) -> list[dict[str, Any]]:
         }
         for row in rows
     ]
+
+
+class CountsRollUp:
+    """
+    A worker's poller that folds the kept counts' deltas into their totals.
+
+    On PostgreSQL the triggers behind ``saga stats`` append a delta row per
+    write instead of updating a total that every worker would queue on; this
+    folds them at most every ``every`` seconds (a short transaction, no
+    waiting: deltas another worker is folding are skipped).  It never wakes an
+    idle worker: deltas are only written while there is work.
+    """
+
+    def __init__(self, db: Database, *, every: float = ROLL_UP_EVERY_S) -> None:
+        self.db = db
+        self.every = every
+        self._last = float("-inf")
+
+    def poll(self) -> int:
+        """Fold the deltas if it is time; how many totals changed."""
+        now = time.monotonic()
+        if now - self._last < self.every:
+            return 0
+        self._last = now
+        return self.db.transaction(lambda tx: tx.run("roll_up_stat_deltas"))
+
+    def next_due_in(self) -> float | None:
+        """Never a reason to wake up."""
+        return None

@@ -68,6 +68,7 @@ def verify(engine: Engine) -> Report:
         _one_effect_per_event,
         _outbox,
         _liveness,
+        _stat_counts,
     ]
     return Report([*engine.app.invariants(engine), *(check(facts) for check in checks)])
 
@@ -85,6 +86,7 @@ def _engine_facts(tx: Tx) -> dict[str, Any]:
         "outbox_horizon": maybe_utc(tx.scalar("get_prune_horizon", target="outbox")),
         "jobs_horizon": maybe_utc(tx.scalar("get_prune_horizon", target="jobs")),
         "dead_events": tx.all("verify_dead_events"),
+        "stat_counts": tx.all("verify_stat_counts"),
     }
 
 
@@ -293,6 +295,9 @@ def _liveness(facts: dict[str, Any]) -> Invariant:
     owned = {item["saga_id"] for item in facts["open_items"] if item["kind"] == "outcome"}
     for saga in facts["sagas"]:
         machine = _machine(registry, saga["kind"], int(saga["definition_version"]))
+        if machine is not None and not machine.has_state(saga["state"]):
+            rule.check(False, f"saga {saga['id']} is in {saga['state']}, a state its kind lacks")
+            continue
         if machine is None or machine.state(saga["state"]).terminal or saga["id"] in owned:
             rule.checked += 1
             continue
@@ -325,4 +330,20 @@ def _liveness(facts: dict[str, Any]) -> Invariant:
                 behind <= LIVENESS_FLOOR_S,
                 f"item {item['id']}: the checker is {behind:.0f} s late for its next check",
             )
+    return rule
+
+
+def _stat_counts(facts: dict[str, Any]) -> Invariant:
+    rule = Invariant(
+        "stat_counts",
+        "the counts `saga stats` keeps (sagas per kind and state, archived jobs per queue, "
+        "published events, broker errors) equal a count of the rows",
+    )
+    for row in facts["stat_counts"]:
+        name = ":".join(part for part in (row["metric"], row["key1"], row["key2"]) if part)
+        rule.check(
+            row["kept"] == row["actual"] and row["kept_total"] == row["actual_total"],
+            f"{name} kept {row['kept']} (total {row['kept_total']}), "
+            f"rows say {row['actual']} (total {row['actual_total']})",
+        )
     return rule

@@ -127,6 +127,9 @@ def _seats(facts: dict[str, Any], view: ProviderView) -> Invariant:
 def _seat_follows_state(facts: dict[str, Any], view: ProviderView) -> Invariant:
     rule = Invariant("seat_follows_state", "each purchase holds exactly the seat its state says")
     for row in facts["purchases"]:
+        if not PURCHASE.has_state(row["state"]):
+            rule.check(False, f"purchase {row['id']} is in {row['state']}, not a purchase state")
+            continue
         declared = PURCHASE.state(row["state"]).meta.get("seat")
         if declared is None:  # needs_reconciliation keeps what it had
             came_from = row["previous_state"]

@@ -328,3 +328,8 @@ def test_asked_before_expiry(world):
         id=saga_id,
     )
     assert broken(world) == {"asked_before_expiry"}
+
+
+def test_a_saga_in_a_state_its_kind_lacks_is_reported_not_a_crash(world):
+    execute(world, "UPDATE sagas SET state = 'nowhere' WHERE id = :id", id=world.ids["kept"])
+    assert "liveness" in broken(world)

@@ -294,17 +294,46 @@ GROUP BY queue, error_class
 ORDER BY queue, error_class;
 
 -- name: done_by_queue
--- Finished jobs per queue.
-SELECT queue, count(*) AS done FROM job_archive GROUP BY queue ORDER BY queue;
+-- Finished jobs per queue (the archive's rows), from the kept counts.
+SELECT key1 AS queue, sum(n) AS done
+FROM (SELECT key1, n FROM stat_counts WHERE metric = 'archived'
+      UNION ALL
+      SELECT key1, n FROM stat_deltas WHERE metric = 'archived') AS kept
+GROUP BY key1
+HAVING sum(n) > 0
+ORDER BY key1;
 
 -- name: saga_state_stats
--- Per saga kind and state: how many, and how long they have been there.
-SELECT kind, state, count(*) AS sagas,
-       EXTRACT(EPOCH FROM clock_timestamp() - min(entered_at)) AS oldest_in_state_s,
-       EXTRACT(EPOCH FROM avg(clock_timestamp() - entered_at)) AS mean_in_state_s
-FROM sagas
-GROUP BY kind, state
+-- Per saga kind and state: how many (kept counts), how long they have been
+-- there on average (from the kept sum of entry times) and the oldest's time
+-- (one index probe per state).
+WITH kept AS (
+    SELECT key1 AS kind, key2 AS state, sum(n) AS sagas, sum(total) AS entered
+    FROM (SELECT key1, key2, n, total FROM stat_counts WHERE metric = 'sagas'
+          UNION ALL
+          SELECT key1, key2, n, total FROM stat_deltas WHERE metric = 'sagas') AS c
+    GROUP BY key1, key2
+    HAVING sum(n) > 0
+), now_ AS (SELECT EXTRACT(EPOCH FROM clock_timestamp()) AS now)
+SELECT kind, state, sagas,
+       now - EXTRACT(EPOCH FROM (SELECT min(s.entered_at) FROM sagas s
+                                 WHERE s.kind = kept.kind AND s.state = kept.state))
+           AS oldest_in_state_s,
+       now - entered / sagas AS mean_in_state_s
+FROM kept, now_
 ORDER BY kind, state;
+
+-- name: roll_up_stat_deltas
+-- Fold the deltas the triggers appended into the kept totals (in key order,
+-- so two workers folding at once never wait on each other in a cycle).
+WITH moved AS (DELETE FROM stat_deltas RETURNING metric, key1, key2, n, total)
+INSERT INTO stat_counts AS c (metric, key1, key2, n, total)
+SELECT metric, key1, key2, sum(n), sum(total)
+FROM moved
+GROUP BY metric, key1, key2
+ORDER BY metric, key1, key2
+ON CONFLICT (metric, key1, key2)
+DO UPDATE SET n = c.n + excluded.n, total = c.total + excluded.total;
 
 -- name: activity_last_hour
 -- Per minute of the last hour: jobs finished, and jobs waiting or running at

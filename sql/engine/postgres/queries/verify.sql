@@ -61,3 +61,28 @@ SELECT event_id FROM outbox;
 -- name: get_prune_horizon
 -- How far retention pruned rows of :target (NULL: never).
 SELECT horizon FROM prune_horizons WHERE target = :target;
+
+-- name: verify_stat_counts
+-- Kept counts (totals plus deltas) beside a count of the rows.
+WITH kept AS (
+    SELECT metric, key1, key2, sum(n) AS n, sum(total) AS total
+    FROM (SELECT metric, key1, key2, n, total FROM stat_counts
+          UNION ALL
+          SELECT metric, key1, key2, n, total FROM stat_deltas) AS c
+    GROUP BY metric, key1, key2
+), actual AS (
+    SELECT 'sagas' AS metric, kind AS key1, state AS key2, count(*) AS n,
+           sum(EXTRACT(EPOCH FROM entered_at)) AS total
+    FROM sagas GROUP BY kind, state
+    UNION ALL
+    SELECT 'archived', queue, '', count(*), 0 FROM job_archive GROUP BY queue
+    UNION ALL
+    SELECT 'outbox', '', '', count(published_at), coalesce(sum(errors), 0) FROM outbox
+), compared AS (
+    SELECT metric, key1, key2, coalesce(kept.n, 0) AS kept, coalesce(actual.n, 0) AS actual,
+           coalesce(kept.total, 0) AS kept_total, coalesce(actual.total, 0) AS actual_total
+    FROM kept FULL JOIN actual USING (metric, key1, key2)
+)
+SELECT metric, key1, key2, kept, actual, kept_total, actual_total
+FROM compared
+ORDER BY metric, key1, key2;

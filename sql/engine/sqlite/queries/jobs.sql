@@ -271,16 +271,23 @@ GROUP BY queue, error_class
 ORDER BY queue, error_class;
 
 -- name: done_by_queue
--- Finished jobs per queue.
-SELECT queue, count(*) AS done FROM job_archive GROUP BY queue ORDER BY queue;
+-- Finished jobs per queue (the archive's rows), from the kept counts.
+SELECT key1 AS queue, n AS done
+FROM stat_counts WHERE metric = 'archived' AND n > 0
+ORDER BY key1;
 
 -- name: saga_state_stats
--- Per saga kind and state: how many, and how long they have been there.
-SELECT kind, state, count(*) AS sagas,
-       (julianday('now') - julianday(min(entered_at))) * 86400.0 AS oldest_in_state_s,
-       avg((julianday('now') - julianday(entered_at)) * 86400.0) AS mean_in_state_s
-FROM sagas
-GROUP BY kind, state
+-- Per saga kind and state: how many (kept counts), how long they have been
+-- there on average (from the kept sum of entry times, in ms) and the
+-- oldest's time (one index probe per state).
+SELECT kind, state, sagas,
+       (julianday('now')
+        - julianday((SELECT min(s.entered_at) FROM sagas s
+                     WHERE s.kind = kept.kind AND s.state = kept.state))) * 86400.0
+           AS oldest_in_state_s,
+       (julianday('now') - 2440587.5) * 86400.0 - entered_ms / 1000.0 / sagas AS mean_in_state_s
+FROM (SELECT key1 AS kind, key2 AS state, n AS sagas, total AS entered_ms
+      FROM stat_counts WHERE metric = 'sagas' AND n > 0) AS kept
 ORDER BY kind, state;
 
 -- name: activity_last_hour

@@ -60,3 +60,28 @@ SELECT event_id FROM outbox;
 -- name: get_prune_horizon
 -- How far retention pruned rows of :target (NULL: never).
 SELECT horizon FROM prune_horizons WHERE target = :target;
+
+-- name: verify_stat_counts
+-- Kept counts beside a count of the rows.
+WITH actual AS (
+    SELECT 'sagas' AS metric, kind AS key1, state AS key2, count(*) AS n,
+           sum(CAST(round((julianday(entered_at) - 2440587.5) * 86400000.0) AS INTEGER))
+               AS total
+    FROM sagas GROUP BY kind, state
+    UNION ALL
+    SELECT 'archived', queue, '', count(*), 0 FROM job_archive GROUP BY queue
+    UNION ALL
+    SELECT 'outbox', '', '', count(published_at), coalesce(sum(errors), 0) FROM outbox
+), compared AS (
+    SELECT k.metric, k.key1, k.key2, k.n AS kept, coalesce(a.n, 0) AS actual,
+           k.total AS kept_total, coalesce(a.total, 0) AS actual_total
+    FROM stat_counts k LEFT JOIN actual a USING (metric, key1, key2)
+    UNION ALL
+    SELECT a.metric, a.key1, a.key2, 0, a.n, 0, a.total
+    FROM actual a
+    WHERE NOT EXISTS (SELECT 1 FROM stat_counts k WHERE k.metric = a.metric
+                      AND k.key1 = a.key1 AND k.key2 = a.key2)
+)
+SELECT metric, key1, key2, kept, actual, kept_total, actual_total
+FROM compared
+ORDER BY metric, key1, key2;
