@@ -35,9 +35,10 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
+from replay import Recorder, load, replay
 
 HERE = Path(__file__).resolve().parent
-DATABASE = "saga_purchase_bench"
+DATABASE = os.environ.get("SAGA_BENCH_DATABASE", "saga_purchase_bench")
 POLL_S = 0.05
 
 
@@ -108,8 +109,15 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
-def engine_run(url: str, purchases: int, workers: int, history: int = 0) -> dict[str, Any]:
-    """One run of the engine: workers up, purchases accepted, all granted (after ``history``)."""
+def engine_run(
+    url: str, purchases: int, workers: int, history: int = 0, capture: Path | None = None
+) -> dict[str, Any]:
+    """
+    One run of the engine: workers up, purchases accepted, all granted (after ``history``).
+
+    With ``capture``, every transaction of the engine's (the acceptances and
+    the workers') is kept there for :func:`replay_floor`.
+    """
     from saga import Engine
 
     with Engine(url, check_schema=False) as setup:
@@ -123,10 +131,12 @@ def engine_run(url: str, purchases: int, workers: int, history: int = 0) -> dict
             [str(HERE), str(HERE / "count"), os.environ.get("PYTHONPATH", "")]
         ),
         "SAGA_BENCH_COUNT": counts_dir,
+        **({"SAGA_BENCH_CAPTURE": str(capture)} if capture else {}),
     }
     with Engine(url, app=_instant_app()) as engine:
-        engine.catalogue.add("js", seats=purchases + 10, price="49.00", currency="EUR")
+        _catalogue(engine, purchases)
         dialect = engine.db.dialect
+        recorder = Recorder(engine.db.engine) if capture else None
         command = [
             *(sys.executable, "-m", "saga", "worker", "--concurrency", str(workers)),
             *(
@@ -153,10 +163,13 @@ def engine_run(url: str, purchases: int, workers: int, history: int = 0) -> dict
                     operation_id=f"op-{n}", intensive_id="js", student_id=f"s-{n}"
                 )
             accepted = time.perf_counter()
+            if recorder is not None:
+                recorder.recording = False
             while _granted(engine) < purchases:
                 polls += 1
                 time.sleep(POLL_S)
             finished = time.perf_counter()
+            finished_ns = time.monotonic_ns()
             # Each poll above (and the last one) is a transaction and a statement
             # of the bench's.
             engine_tx = accepting.transactions - polls - 1
@@ -166,6 +179,9 @@ def engine_run(url: str, purchases: int, workers: int, history: int = 0) -> dict
             supervisor.wait(timeout=60)
             rss = peak.stop()
         latencies = _latencies(engine)
+    if capture is not None and recorder is not None:
+        recorder.dump(capture, "client")
+        (capture / "finished").write_text(str(finished_ns))
     settle_stats()
     for dump in Path(counts_dir).glob("*.json"):
         figures = json.loads(dump.read_text())
@@ -184,6 +200,43 @@ def engine_run(url: str, purchases: int, workers: int, history: int = 0) -> dict
         "statements_per_purchase": engine_statements / purchases,
         "transactions_per_purchase": None if counted is None else counted / purchases,
         "peak_worker_rss_mb": rss,
+    }
+
+
+def _catalogue(engine: Any, purchases: int) -> None:
+    engine.catalogue.add("js", seats=purchases + 10, price="49.00", currency="EUR")
+
+
+def replay_floor(admin_url: str, purchases: int, workers: int) -> dict[str, Any]:
+    """
+    The engine's own statements without the engine (``replay.py``), purchases/s.
+
+    An untimed engine run captures every transaction on one database; they
+    run again on a fresh one set up the same way (schema, intensive).  The
+    transactions that began after the last purchase was granted (the
+    workers' idle claims before they stopped) are left out.
+    """
+    from saga import Engine
+
+    capture = Path(tempfile.mkdtemp(prefix="saga-bench-capture-"))
+    try:
+        engine_run(fresh_database(admin_url, DATABASE), purchases, workers, capture=capture)
+        finished = int((capture / "finished").read_text())
+        captured = [tx for tx in load(capture) if tx.began <= finished]
+    finally:
+        shutil.rmtree(capture)
+    url = fresh_database(admin_url, DATABASE)
+    with Engine(url, check_schema=False) as setup:
+        setup.upgrade()
+    with Engine(url, app=_instant_app()) as engine:
+        _catalogue(engine, purchases)
+    done = replay(url, captured)
+    return {
+        "purchases_per_s": purchases / done.seconds,
+        "transactions": done.transactions,
+        "statements": done.statements,
+        "failed": done.failed,
+        "connections": done.connections,
     }
 
 
@@ -374,6 +427,7 @@ def main() -> None:
     parser.add_argument("--admin-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--dbos-python", default=sys.executable, help="a python with dbos")
     parser.add_argument("--skip-dbos", action="store_true")
+    parser.add_argument("--skip-replay", action="store_true")
     parser.add_argument("--json", type=Path)
     parser.add_argument(
         "--history",
@@ -384,9 +438,11 @@ def main() -> None:
     args = parser.parse_args()
     n, k = args.purchases, args.workers
     results: dict[str, Any] = {"purchases": n, "workers": k, "runs": args.runs}
-    ours, peer, floors, lite, lite_floor, aged = [], [], [], [], [], []
+    ours, peer, floors, lite, lite_floor, aged, replays = [], [], [], [], [], [], []
     for _ in range(args.runs):
         ours.append(engine_run(fresh_database(args.admin_url, DATABASE), n, k))
+        if not args.skip_replay:
+            replays.append(replay_floor(args.admin_url, n, k))
         if args.history:
             url = fresh_database(args.admin_url, DATABASE)
             aged.append(engine_run(url, n, k, history=args.history))
@@ -406,6 +462,8 @@ def main() -> None:
         results["history"] = args.history
     if peer:
         results["postgres"]["dbos"] = median_of(peer)
+    if replays:
+        results["postgres"]["replay"] = median_of(replays)
     results["sqlite"] = {"engine": median_of(lite), "floor_tps": statistics.median(lite_floor)}
     report(results)
     if args.json:
@@ -455,6 +513,16 @@ def report(results: dict[str, Any]) -> None:
     if per:
         ratios[f"engine / (pgbench / its own {per:.1f} tx)"] = engine["purchases_per_s"] / (
             tps / per
+        )
+    if "replay" in pg:
+        again = pg["replay"]
+        print(
+            f"replay of the engine's own statements without it: {again['purchases_per_s']:.1f} "
+            f"purchases/s ({again['transactions']:.0f} transactions, {again['statements']:.0f} "
+            f"statements on {again['connections']:.0f} connections, {again['failed']:.0f} failed)"
+        )
+        ratios["engine / replay of its own statements"] = (
+            engine["purchases_per_s"] / again["purchases_per_s"]
         )
     if "dbos" in pg:
         ratios["engine / DBOS Transact"] = engine["purchases_per_s"] / pg["dbos"]["purchases_per_s"]

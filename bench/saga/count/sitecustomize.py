@@ -8,6 +8,10 @@ process ends, and every second before (a worker process killed by the bench
 still leaves its figures).  These are the transactions the engine asks for;
 PostgreSQL counts more (it runs one in each listening session to deliver a
 notification).
+
+With ``SAGA_BENCH_CAPTURE=<folder>`` as well, every transaction is also kept
+whole (``replay.Recorder``) and written to ``<folder>/<pid>.pickle`` when the
+process ends, for the replay floor.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import threading
 from pathlib import Path
 
 FOLDER = os.environ.get("SAGA_BENCH_COUNT")
+CAPTURE = os.environ.get("SAGA_BENCH_CAPTURE")
 
 if FOLDER:
     import atexit
@@ -62,9 +67,23 @@ if FOLDER:
         # A multiprocessing child (the worker processes) ends without atexit.
         multiprocessing.util.Finalize(None, _dump, exitpriority=100)
 
+    def _capture(sa_engine) -> None:  # type: ignore[no-untyped-def]
+        from replay import Recorder
+
+        recorder = Recorder(sa_engine)
+        name = f"{os.getpid()}-{id(recorder)}"
+
+        def dump() -> None:
+            recorder.dump(Path(str(CAPTURE)), name)
+
+        atexit.register(dump)
+        multiprocessing.util.Finalize(None, dump, exitpriority=100)
+
     def counting_init(self, *args, **kwargs):  # type: ignore[no-untyped-def]
         original(self, *args, **kwargs)
         _start_dumping()
+        if CAPTURE:
+            _capture(self.engine)
         event.listen(self.engine, "before_cursor_execute", lambda *a: _bump("statements"))
         event.listen(self.engine, "commit", lambda conn: _bump("commits"))
         event.listen(self.engine, "rollback", lambda conn: _bump("rollbacks"))
