@@ -5,6 +5,10 @@ Every unit of work is a function of a :class:`Tx`, run by
 :meth:`Database.transaction` in one transaction and retried as a whole on
 transient failures (serialization failures, deadlocks, a busy SQLite file).
 Nothing here ever sleeps inside a transaction.
+
+SQLAlchemy is loaded when a transaction first needs it: on SQLite, read
+transactions run on the stdlib driver (:mod:`saga.core.sqlite_reads`), so a
+command that only reads the embedded database never loads it.
 """
 
 from __future__ import annotations
@@ -13,15 +17,11 @@ import contextlib
 import os
 import re
 import sqlite3
-import sys
 import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar, cast
 
-import sqlalchemy as sa
-from sqlalchemy import event
-from sqlalchemy.engine import make_url
 from tenacity import (
     RetryCallState,
     Retrying,
@@ -32,8 +32,10 @@ from tenacity import (
     wait_random_exponential,
 )
 
+from saga.core.db_errors import is_database_error, is_transient, translate
 from saga.core.logs import get_logger
 from saga.core.sqlfiles import ENGINE, Dialect, SqlComponent, merged_queries, split_statements
+from saga.core.sqlite_reads import ReadConnection, SqliteReads, plain_sqlite_file
 from saga.exceptions import (
     DatabaseBusy,
     DatabaseError,
@@ -45,6 +47,7 @@ from saga.exceptions import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Mapping, Sequence
 
+    import sqlalchemy as sa
     from sqlalchemy.engine import URL, Connection, Engine, RowMapping
 
 T = TypeVar("T")
@@ -80,16 +83,6 @@ def lock_wait_from_env() -> float:
     return value
 
 
-# SQLSTATEs after which rerunning the whole transaction is safe and useful.
-_TRANSIENT_SQLSTATES: Final = frozenset(
-    {
-        "40001",  # serialization_failure
-        "40P01",  # deadlock_detected
-        "55P03",  # lock_not_available
-    }
-)
-
-
 def normalize_url(url: str, *, field: str = "db") -> URL:
     """
     Parse a database URL and pick the engine's driver for it.
@@ -98,10 +91,12 @@ def normalize_url(url: str, *, field: str = "db") -> URL:
     ``sqlite:///FILE`` stays.  Anything else is :class:`InvalidInput` on
     ``field`` (the option that named the URL).
     """
+    import sqlalchemy as sa  # noqa: PLC0415 - see the module's docstring
+
     if not url.strip():
         raise InvalidInput(field=field, problem="must not be empty")
     try:
-        parsed = make_url(url.strip())
+        parsed = sa.engine.make_url(url.strip())
         backend = parsed.get_backend_name()
         parsed.port  # noqa: B018 - parsing the port raises on garbage such as "[::1"
     except (sa.exc.ArgumentError, ValueError) as exc:
@@ -223,8 +218,8 @@ class Tx:
     ) -> sa.CursorResult[Any]:
         try:
             result = self.conn.execute(statement, dict(params))
-        except sa.exc.DBAPIError as exc:
-            if exc.connection_invalidated and not self._ran:
+        except Exception as exc:
+            if getattr(exc, "connection_invalidated", False) and not self._ran:
                 # The pooled connection was dead before anything ran (the
                 # server restarted, the session was ended): safe to run again.
                 raise StaleConnection from exc
@@ -289,17 +284,26 @@ class Database:
         field: str = "db",
         lock_wait: float | None = None,
     ) -> None:
-        self.url = normalize_url(url, field=field)
         self.field = field
         self.lock_wait = lock_wait_from_env() if lock_wait is None else lock_wait
-        self.dialect: Dialect = (
-            "postgres" if self.url.get_backend_name() == "postgresql" else "sqlite"
-        )
+        self._given_url = url
+        self._url: URL | None = None
+        file = plain_sqlite_file(url)
+        if file is None:
+            self._url = normalize_url(url, field=field)
+            backend = self._url.get_backend_name()
+            file = self._url.database if backend == "sqlite" else None
+        self.dialect: Dialect = "postgres" if file is None else "sqlite"
+        self._file = file
         self.components: tuple[SqlComponent, ...] = tuple(components)
-        self._statements = {
-            name: tuple(sa.text(statement) for statement in q.statements())
-            for name, q in merged_queries(self.dialect, self.components).items()
-        }
+        self._queries = merged_queries(self.dialect, self.components)
+        self._sql: dict[str, tuple[str, ...]] = {}
+        self._statements: dict[str, tuple[sa.TextClause, ...]] = {}
+        self._engine: Engine | None = None
+        self._pool_size = pool_size
+        self._reads = (
+            SqliteReads(file, int(min(30.0, self.lock_wait) * 1000)) if file is not None else None
+        )
         self._first_use: Callable[[], None] | None = None
         self._ready = True
         self._preparing = False
@@ -309,14 +313,30 @@ class Database:
             application_name or os.environ.get("SAGA_APPLICATION_NAME") or "saga"
         )
         if self.dialect == "postgres":
-            self.engine = self._postgres_engine(pool_size, self.application_name)
-        else:
-            self.engine = self._sqlite_engine()
+            self._engine = self._postgres_engine(pool_size, self.application_name)
 
     def __repr__(self) -> str:
         return f"<Database {self.url.render_as_string(hide_password=True)}>"
 
+    @property
+    def url(self) -> URL:
+        """The database's URL (SQLAlchemy's, with the engine's driver)."""
+        if self._url is None:
+            self._url = normalize_url(self._given_url, field=self.field)
+        return self._url
+
+    @property
+    def engine(self) -> Engine:
+        """The SQLAlchemy engine (on SQLite, built by the first write)."""
+        if self._engine is None:
+            with self._lock:
+                if self._engine is None:
+                    self._engine = self._sqlite_engine()
+        return self._engine
+
     def _postgres_engine(self, pool_size: int, application_name: str) -> Engine:
+        import sqlalchemy as sa  # noqa: PLC0415 - see the module's docstring
+
         # A lock wait is bounded like SQLite's busy wait; and a session that
         # sits in an open transaction (its process paused, partitioned or
         # hung) is ended by the server, so its row locks cannot stop every
@@ -347,10 +367,12 @@ class Database:
         )
 
     def _sqlite_engine(self) -> Engine:
+        import sqlalchemy as sa  # noqa: PLC0415 - see the module's docstring
+
         busy_ms = int(min(30.0, self.lock_wait) * 1000)
         engine = sa.create_engine(self.url, connect_args={"timeout": busy_ms / 1000})
 
-        @event.listens_for(engine, "connect")
+        @sa.event.listens_for(engine, "connect")
         def _configure(dbapi_connection: sqlite3.Connection, _record: object) -> None:
             # Take transactions out of pysqlite's hands so that "begin" below
             # can say BEGIN IMMEDIATE: a writer then takes the write lock up
@@ -365,7 +387,7 @@ class Database:
             cursor.execute("PRAGMA foreign_keys = ON")
             cursor.close()
 
-        @event.listens_for(engine, "begin")
+        @sa.event.listens_for(engine, "begin")
         def _begin(conn: Connection) -> None:
             mode = conn.get_execution_options().get("sqlite_begin", "IMMEDIATE")
             conn.exec_driver_sql("BEGIN IMMEDIATE" if mode == "IMMEDIATE" else "BEGIN")
@@ -375,7 +397,7 @@ class Database:
     @property
     def sqlite_path(self) -> Path | None:
         """The embedded database's file (``None`` on PostgreSQL)."""
-        return Path(self.url.database or "") if self.dialect == "sqlite" else None
+        return Path(self._file) if self._file is not None else None
 
     @property
     def search_path_schema(self) -> str | None:
@@ -448,12 +470,25 @@ class Database:
 
     def statements(self, name: str) -> tuple[sa.TextClause, ...]:
         """The compiled statements of the named query ``name`` of this dialect (most have one)."""
-        try:
-            return self._statements[name]
-        except KeyError:
-            where = ", ".join(c.name for c in self.components)
-            msg = f"no query named {name!r} in the {self.dialect} SQL of: {where}"
-            raise KeyError(msg) from None
+        compiled = self._statements.get(name)
+        if compiled is None:
+            import sqlalchemy as sa  # noqa: PLC0415 - see the module's docstring
+
+            compiled = tuple(sa.text(statement) for statement in self.sql(name))
+            self._statements[name] = compiled
+        return compiled
+
+    def sql(self, name: str) -> tuple[str, ...]:
+        """The statements of the named query ``name`` of this dialect, as written."""
+        statements = self._sql.get(name)
+        if statements is None:
+            query = self._queries.get(name)
+            if query is None:
+                where = ", ".join(c.name for c in self.components)
+                msg = f"no query named {name!r} in the {self.dialect} SQL of: {where}"
+                raise KeyError(msg)
+            statements = self._sql[name] = tuple(query.statements())
+        return statements
 
     def transaction(self, work: Callable[[Tx], T], *, write: bool = True) -> T:
         """
@@ -465,7 +500,7 @@ class Database:
         """
         self._ensure_ready()
         retrying = Retrying(
-            retry=retry_if_exception(_is_transient) | retry_if_exception_type(StaleConnection),
+            retry=retry_if_exception(is_transient) | retry_if_exception_type(StaleConnection),
             wait=wait_random_exponential(multiplier=0.005, max=0.5),
             stop=stop_after_delay(self.lock_wait) | stop_after_attempt(200),
             before_sleep=_log_retry,
@@ -476,7 +511,9 @@ class Database:
             for attempt in retrying:
                 with attempt:
                     return self._once(work, write=write)
-        except sa.exc.DBAPIError as exc:
+        except Exception as exc:
+            if not is_database_error(exc):
+                raise
             # Still locked (or still conflicting) after the whole wait.
             raise self._gave_up(exc, time.monotonic() - started) from exc
         except StaleConnection as exc:
@@ -484,14 +521,14 @@ class Database:
             raise DatabaseUnavailable(f"the database keeps dropping connections: {cause}") from exc
         raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
 
-    def _gave_up(self, exc: sa.exc.DBAPIError, waited: float) -> DatabaseError:
+    def _gave_up(self, exc: Exception, waited: float) -> DatabaseError:
         if self.dialect == "sqlite":
             return DatabaseBusy(
                 f"the SQLite database {self.sqlite_path} stayed locked by another writer for "
                 f"{waited:.0f} s (the lock wait is {self.lock_wait:g} s, "
                 f"${LOCK_WAIT_ENV}); nothing was changed",
             )
-        translated = _translate(exc)
+        translated = translate(exc)
         return DatabaseBusy(
             f"gave up after {waited:.0f} s of conflicting transactions "
             f"({translated.message}); nothing was changed",
@@ -499,6 +536,10 @@ class Database:
         )
 
     def _once(self, work: Callable[[Tx], T], *, write: bool) -> T:
+        if self._reads is not None and not write:
+            return self._read_once(work)
+        import sqlalchemy as sa  # noqa: PLC0415 - see the module's docstring
+
         try:
             with self.engine.connect() as conn:
                 if self.dialect == "sqlite":
@@ -508,9 +549,9 @@ class Database:
                     result = work(tx)
                     tx.send_wakeups()
         except sa.exc.DBAPIError as exc:
-            if _is_transient(exc):
+            if is_transient(exc):
                 raise
-            raise _translate(exc) from exc
+            raise translate(exc) from exc
         for action in tx.committed_actions():
             try:
                 action()
@@ -518,9 +559,51 @@ class Database:
                 log.warning("after_commit_failed", error=repr(exc))
         return result
 
+    def _read_once(self, work: Callable[[Tx], T]) -> T:
+        """A read transaction on SQLite, on the stdlib driver (see the module's docstring)."""
+        assert self._reads is not None  # noqa: S101 - only called on SQLite
+        conn = self._reads.connection()
+        tx = _ReadTx(cast("Connection", conn), self)
+        try:
+            conn.raw.execute("BEGIN")
+            try:
+                result = work(tx)
+            except BaseException:
+                if conn.raw.in_transaction:
+                    conn.raw.execute("ROLLBACK")
+                raise
+            conn.raw.execute("COMMIT")
+        except sqlite3.Error as exc:
+            if is_transient(exc):
+                raise
+            raise translate(exc) from exc
+        for action in tx.committed_actions():
+            try:
+                action()
+            except Exception as exc:  # noqa: BLE001 - a metric must not fail a read
+                log.warning("after_commit_failed", error=repr(exc))
+        return result
+
     def dispose(self) -> None:
         """Close every pooled connection (call it in a child process after fork)."""
-        self.engine.dispose()
+        if self._engine is not None:
+            self._engine.dispose()
+        if self._reads is not None:
+            self._reads.close()
+
+
+class _ReadTx(Tx):
+    """A read transaction on SQLite's stdlib driver: the queries as written, rows read at once."""
+
+    __slots__ = ()
+
+    def _execute(self, name: str, params: Mapping[str, Any]) -> sa.CursorResult[Any]:
+        conn = cast("ReadConnection", self.conn)
+        first, *rest = self.db.sql(name)
+        rows = conn.execute(first, params)
+        for statement in rest:
+            conn.execute(statement, params)
+        return cast("sa.CursorResult[Any]", rows)
 
 
 class _Buffered:
@@ -543,50 +626,6 @@ class _Buffered:
 
     def scalar(self) -> Any:
         return next(iter(self._rows[0].values())) if self._rows else None
-
-
-def _is_transient(exc: BaseException) -> bool:
-    if not isinstance(exc, sa.exc.DBAPIError):
-        return False
-    orig = exc.orig
-    if isinstance(orig, sqlite3.OperationalError):
-        text = str(orig).lower()
-        return "locked" in text or "busy" in text
-    psycopg = _psycopg()
-    if psycopg is not None and isinstance(orig, psycopg.Error):
-        return orig.sqlstate in _TRANSIENT_SQLSTATES
-    return False
-
-
-def _psycopg() -> Any:
-    """The PostgreSQL driver if something loaded it (an error of it can exist only then)."""
-    return sys.modules.get("psycopg")
-
-
-def _translate(exc: sa.exc.DBAPIError) -> DatabaseError:
-    orig = exc.orig
-    psycopg = _psycopg()
-    if psycopg is not None and isinstance(orig, psycopg.Error):
-        diag = orig.diag
-        if isinstance(orig, psycopg.OperationalError) and orig.sqlstate is None:
-            return DatabaseUnavailable(f"cannot reach PostgreSQL: {str(orig).strip()}")
-        return DatabaseError(
-            str(orig).strip().splitlines()[0],
-            sqlstate=orig.sqlstate,
-            constraint=diag.constraint_name,
-        )
-    if isinstance(orig, sqlite3.Error):
-        text = str(orig)
-        if "unable to open database" in text:
-            return DatabaseUnavailable(f"cannot open the SQLite file: {text}")
-        return DatabaseError(text, sqlstate=None, constraint=_sqlite_constraint(text))
-    return DatabaseError(str(exc))
-
-
-def _sqlite_constraint(text: str) -> str | None:
-    # SQLite says: CHECK constraint failed: intensives_seats_in_range
-    _, sep, tail = text.partition("constraint failed: ")
-    return tail.strip() or None if sep else None
 
 
 def _log_retry(state: RetryCallState) -> None:

@@ -1,0 +1,124 @@
+"""
+Read-only transactions on the embedded database, without SQLAlchemy.
+
+A command that only reads (``saga stats``, ``saga purchase show``…) on SQLite
+needs nothing SQLAlchemy adds to the stdlib driver: the named queries are
+plain SQL with ``:name`` parameters, which :mod:`sqlite3` binds itself, and
+SQLAlchemy passes the values through to it untouched.  Loading SQLAlchemy
+costs more than such a command's whole work, so :class:`~saga.core.db.Database`
+runs its SQLite read transactions here (each thread on a connection of its
+own, in WAL mode beside any writer) and builds its SQLAlchemy engine only
+when something writes.  The rows are plain dicts, which offer everything a
+row mapping does.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import threading
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping, Sequence
+
+# sqlite:///relative/path or sqlite:////absolute/path, nothing after it: the
+# form that needs no URL parser.  Anything else goes to the full one.
+_PLAIN: Final = re.compile(r"sqlite(?:\+pysqlite)?:///(?P<path>[^?#\x00]+)")
+
+
+def plain_sqlite_file(url: str) -> str | None:
+    """The file a plain ``sqlite:///FILE`` URL names; ``None`` for anything else."""
+    match = _PLAIN.fullmatch(url.strip())
+    if match is None:
+        return None
+    path = match["path"]
+    if path == ":memory:" or path.startswith("file:"):
+        return None  # refused, with its reason, by the full parser
+    return path
+
+
+class Rows:
+    """A statement's rows (dicts) and row count, as the engine's transactions read them."""
+
+    __slots__ = ("_rows", "returns_rows", "rowcount")
+
+    def __init__(self, cursor: sqlite3.Cursor) -> None:
+        self.returns_rows = cursor.description is not None
+        if self.returns_rows:
+            names = [column[0] for column in cursor.description]
+            self._rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+        else:
+            self._rows = []
+        # After the fetch: SQLite counts a RETURNING statement's rows as they come.
+        self.rowcount = cursor.rowcount
+        cursor.close()
+
+    def mappings(self) -> Rows:
+        """The rows as mappings: they already are."""
+        return self
+
+    def first(self) -> dict[str, Any] | None:
+        """The first row, or ``None``."""
+        return self._rows[0] if self._rows else None
+
+    def all(self) -> Sequence[dict[str, Any]]:
+        """Every row."""
+        return self._rows
+
+    def scalar(self) -> Any:
+        """The first column of the first row, or ``None``."""
+        return next(iter(self._rows[0].values())) if self._rows else None
+
+    def close(self) -> None:
+        """Nothing to release: the rows were read at once."""
+
+
+class ReadConnection:
+    """One thread's connection for read transactions: runs plain SQL, returns :class:`Rows`."""
+
+    __slots__ = ("raw",)
+
+    def __init__(self, raw: sqlite3.Connection) -> None:
+        self.raw = raw
+
+    def execute(self, sql: str, params: Mapping[str, Any]) -> Rows:
+        """Run one statement with its parameters bound by the driver."""
+        return Rows(self.raw.execute(sql, dict(params)))
+
+
+class SqliteReads:
+    """The read connections of one embedded database, one per thread."""
+
+    def __init__(self, path: str, busy_ms: int) -> None:
+        self.path = path
+        self.busy_ms = busy_ms
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+
+    def connection(self) -> ReadConnection:
+        """The calling thread's connection, opened (and configured) on first use."""
+        conn: ReadConnection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            raw = sqlite3.connect(
+                self.path,
+                timeout=self.busy_ms / 1000,
+                isolation_level=None,  # BEGIN and COMMIT are said explicitly
+                check_same_thread=False,  # closed by dispose(), from any thread
+            )
+            raw.execute(f"PRAGMA busy_timeout = {self.busy_ms:d}")
+            raw.execute("PRAGMA foreign_keys = ON")
+            conn = ReadConnection(raw)
+            self._local.conn = conn
+            with self._lock:
+                self._all.append(raw)
+        return conn
+
+    def close(self) -> None:
+        """Close every thread's connection (after a fork, or when the database is disposed)."""
+        with self._lock:
+            opened, self._all = self._all, []
+        for raw in opened:
+            raw.close()
+        self._local = threading.local()
