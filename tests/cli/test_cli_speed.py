@@ -1,12 +1,19 @@
-"""What keeps `saga --help` fast: commands import the engine only when they run."""
+"""
+What keeps the CLI fast: commands import the engine only when they run, and
+reading the embedded database needs no SQLAlchemy.
+"""
 
 from __future__ import annotations
 
+import ast
 import subprocess
 import sys
 
+import pytest
+
 from saga.cli.queue import MAX_WORKERS
 from saga.core.supervisor import MAX_CONCURRENCY
+from tests.helpers import engine_on
 
 
 def test_help_loads_neither_sqlalchemy_nor_the_drivers():
@@ -29,3 +36,50 @@ def test_help_loads_neither_sqlalchemy_nor_the_drivers():
 def test_the_worker_help_names_the_supervisors_limit():
     """The limit written in the CLI is the supervisor's own."""
     assert MAX_CONCURRENCY == MAX_WORKERS
+
+
+def _loaded_after(args: list[str]) -> list[str]:
+    code = (
+        "import sys\n"
+        "from saga.cli import main\n"
+        "try:\n"
+        f"    main({args!r})\n"
+        "finally:\n"
+        "    heavy = {'sqlalchemy', 'psycopg', 'pika', 'structlog', 'tqdm'} & set(sys.modules)\n"
+        "    print(sorted(heavy))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
+    )
+    assert 0 == done.returncode, done.stderr
+    return list(ast.literal_eval(done.stdout.strip().splitlines()[-1]))
+
+
+@pytest.fixture
+def small_db(tmp_path):
+    """An embedded database with one purchase in it, and that purchase's id."""
+    url = f"sqlite:///{tmp_path / 'saga.db'}"
+    with engine_on(url) as engine:
+        engine.catalogue.add("js", seats=5, price="49.00", currency="EUR")
+        started = engine.purchases.start(operation_id="op-1", intensive_id="js", student_id="s")
+    return url, started.purchase.id
+
+
+def test_stats_on_the_embedded_database_loads_neither_sqlalchemy_nor_the_drivers(small_db):
+    """Reads run on the stdlib driver: SQLAlchemy is for writes."""
+    url, _ = small_db
+    assert [] == _loaded_after(["stats", "--db", url])
+
+
+def test_purchase_show_on_the_embedded_database_loads_neither_sqlalchemy_nor_the_drivers(
+    small_db,
+):
+    url, purchase_id = small_db
+    assert [] == _loaded_after(["purchase", "show", purchase_id, "--db", url])
+
+
+def test_a_write_on_the_embedded_database_loads_sqlalchemy(small_db):
+    """The other side of the split: the check above would notice a read path that lost it."""
+    url, _ = small_db
+    args = ["purchase", "start", "--operation-id", "op-2", "--intensive", "js", "--student", "t"]
+    assert "sqlalchemy" in _loaded_after([*args, "--db", url])

@@ -1,0 +1,75 @@
+"""
+Read transactions on the embedded database run on the stdlib driver.
+
+They must behave as the SQLAlchemy path did: a snapshot of what was
+committed (WAL: a writer in flight is invisible and does not block them),
+the engine's typed errors, connections released by ``dispose``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import pytest
+
+from saga import Engine
+from saga.core import stats
+from saga.core.db import Database
+from saga.exceptions import DatabaseError
+
+
+@pytest.fixture
+def db(sqlite_url):
+    with Engine(sqlite_url, check_schema=False) as setup:
+        setup.upgrade()
+    database = Database(sqlite_url)
+    yield database
+    database.dispose()
+
+
+def test_a_read_sees_what_was_committed_and_not_a_writer_in_flight(db):
+    writer = sqlite3.connect(db.sqlite_path, isolation_level=None)
+    try:
+        writer.execute("BEGIN IMMEDIATE")
+        writer.execute("INSERT INTO stat_counts VALUES ('sagas', 'k', 'waiting', 3, 0)")
+        assert {} == stats.collect(db)["sagas"]  # and it did not wait for the writer
+        writer.execute("COMMIT")
+        assert {"waiting": 3} == stats.collect(db)["sagas"]
+    finally:
+        writer.close()
+
+
+def test_a_failing_read_raises_the_engines_database_error(sqlite_url):
+    bare = Database(sqlite_url)  # no schema: the tables are missing
+    try:
+        with pytest.raises(DatabaseError, match="no such table") as caught:
+            bare.transaction(lambda tx: tx.all("queue_stats"), write=False)
+        assert not isinstance(caught.value, sqlite3.Error)
+    finally:
+        bare.dispose()
+
+
+def test_a_failed_read_leaves_no_transaction_open(db):
+    def fail(tx):
+        tx.all("queue_stats")
+        raise RuntimeError("the caller's own failure")
+
+    with pytest.raises(RuntimeError):
+        db.transaction(fail, write=False)
+    assert "queues" in stats.collect(db)
+
+
+def test_dispose_closes_the_read_connections_and_reads_go_on(db):
+    stats.collect(db)
+    opened = list(db._reads._all)
+    db.dispose()
+    with pytest.raises(sqlite3.ProgrammingError, match="closed"):
+        opened[0].execute("SELECT 1")
+    assert "queues" in stats.collect(db)
+
+
+def test_reads_build_no_sqlalchemy_engine_and_a_write_does(db):
+    stats.collect(db)
+    assert db._engine is None
+    db.transaction(lambda tx: tx.scalar("db_now"))
+    assert db._engine is not None
