@@ -291,14 +291,9 @@ def _instant_app() -> Any:
 
 def _granted(engine: Any) -> int:
     """Purchases of the bench's intensive with access (a taken seat: the same transaction)."""
-    return int(
-        engine.db.transaction(
-            lambda tx: tx.conn.exec_driver_sql(
-                "SELECT taken FROM intensives WHERE id = 'js'"
-            ).scalar(),
-            write=False,
-        )
-    )
+    with engine.db.engine.connect() as conn:
+        conn.execution_options(sqlite_begin="DEFERRED")  # a reader: no write lock
+        return int(conn.exec_driver_sql("SELECT taken FROM intensives WHERE id = 'js'").scalar())
 
 
 def _latencies(engine: Any) -> list[float]:
@@ -309,8 +304,8 @@ def _latencies(engine: Any) -> list[float]:
         else "SELECT (julianday(a.granted_at) - julianday(s.created_at)) * 86400.0 "
         "FROM access_grants a JOIN sagas s ON s.id = a.saga_id"
     )
-    rows = engine.db.transaction(lambda tx: tx.conn.exec_driver_sql(query).all(), write=False)
-    return [float(row[0]) for row in rows]
+    with engine.db.engine.connect() as conn:
+        return [float(row[0]) for row in conn.exec_driver_sql(query).all()]
 
 
 def dbos_run(url: str, purchases: int, workers: int, python: str) -> dict[str, Any]:
