@@ -562,7 +562,7 @@ class Database:
     def _read_once(self, work: Callable[[Tx], T]) -> T:
         """A read transaction on SQLite, on the stdlib driver (see the module's docstring)."""
         assert self._reads is not None  # noqa: S101 - only called on SQLite
-        conn = self._reads.connection()
+        conn = self._reads.acquire()
         tx = _ReadTx(cast("Connection", conn), self)
         try:
             conn.raw.execute("BEGIN")
@@ -577,6 +577,8 @@ class Database:
             if is_transient(exc):
                 raise
             raise translate(exc) from exc
+        finally:
+            self._reads.release(conn)
         for action in tx.committed_actions():
             try:
                 action()

@@ -6,7 +6,7 @@ needs nothing SQLAlchemy adds to the stdlib driver: the named queries are
 plain SQL with ``:name`` parameters, which :mod:`sqlite3` binds itself, and
 SQLAlchemy passes the values through to it untouched.  Loading SQLAlchemy
 costs more than such a command's whole work, so :class:`~saga.core.db.Database`
-runs its SQLite read transactions here (each thread on a connection of its
+runs its SQLite read transactions here (on a small pool of connections of its
 own, in WAL mode beside any writer) and builds its SQLAlchemy engine only
 when something writes.  The rows are plain dicts, which offer everything a
 row mapping does.
@@ -88,37 +88,48 @@ class ReadConnection:
 
 
 class SqliteReads:
-    """The read connections of one embedded database, one per thread."""
+    """
+    The read connections of one embedded database: a small pool.
 
-    def __init__(self, path: str, busy_ms: int) -> None:
+    A transaction takes an idle connection (or opens one) and gives it back;
+    threads come and go (a worker's heartbeats, a server's requests) without
+    leaving connections behind.
+    """
+
+    def __init__(self, path: str, busy_ms: int, *, keep: int = 4) -> None:
         self.path = path
         self.busy_ms = busy_ms
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
+        self.keep = keep
+        self._idle: list[ReadConnection] = []
         self._lock = threading.Lock()
 
-    def connection(self) -> ReadConnection:
-        """The calling thread's connection, opened (and configured) on first use."""
-        conn: ReadConnection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            raw = sqlite3.connect(
-                self.path,
-                timeout=self.busy_ms / 1000,
-                isolation_level=None,  # BEGIN and COMMIT are said explicitly
-                check_same_thread=False,  # closed by dispose(), from any thread
-            )
-            raw.execute(f"PRAGMA busy_timeout = {self.busy_ms:d}")
-            raw.execute("PRAGMA foreign_keys = ON")
-            conn = ReadConnection(raw)
-            self._local.conn = conn
+    def acquire(self) -> ReadConnection:
+        """An idle connection, or a new one (configured as the writers' are)."""
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        raw = sqlite3.connect(
+            self.path,
+            timeout=self.busy_ms / 1000,
+            isolation_level=None,  # BEGIN and COMMIT are said explicitly
+            check_same_thread=False,  # pooled: used by one thread at a time, any thread
+        )
+        raw.execute(f"PRAGMA busy_timeout = {self.busy_ms:d}")
+        raw.execute("PRAGMA foreign_keys = ON")
+        return ReadConnection(raw)
+
+    def release(self, conn: ReadConnection) -> None:
+        """Give ``conn`` back (closed if enough are idle, or if it is still in a transaction)."""
+        if not conn.raw.in_transaction:
             with self._lock:
-                self._all.append(raw)
-        return conn
+                if len(self._idle) < self.keep:
+                    self._idle.append(conn)
+                    return
+        conn.raw.close()
 
     def close(self) -> None:
-        """Close every thread's connection (after a fork, or when the database is disposed)."""
+        """Close the idle connections (after a fork, or when the database is disposed)."""
         with self._lock:
-            opened, self._all = self._all, []
-        for raw in opened:
-            raw.close()
-        self._local = threading.local()
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.raw.close()

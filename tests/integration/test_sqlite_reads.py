@@ -9,6 +9,7 @@ the engine's typed errors, connections released by ``dispose``.
 from __future__ import annotations
 
 import sqlite3
+import threading
 
 import pytest
 
@@ -61,11 +62,20 @@ def test_a_failed_read_leaves_no_transaction_open(db):
 
 def test_dispose_closes_the_read_connections_and_reads_go_on(db):
     stats.collect(db)
-    opened = list(db._reads._all)
+    opened = [conn.raw for conn in db._reads._idle]
     db.dispose()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         opened[0].execute("SELECT 1")
     assert "queues" in stats.collect(db)
+
+
+def test_reads_from_many_threads_share_a_few_connections(db):
+    """Threads come and go (heartbeats, requests): their reads leave no connection behind."""
+    for _ in range(20):
+        thread = threading.Thread(target=stats.collect, args=(db,))
+        thread.start()
+        thread.join()
+    assert 1 == len(db._reads._idle)
 
 
 def test_reads_build_no_sqlalchemy_engine_and_a_write_does(db):
