@@ -116,23 +116,31 @@ class CountsRollUp:
 
     On PostgreSQL the triggers behind ``saga stats`` append a delta row per
     write instead of updating a total that every worker would queue on; this
-    folds them at most every ``every`` seconds (a short transaction, no
-    waiting: deltas another worker is folding are skipped).  It never wakes an
-    idle worker: deltas are only written while there is work.
+    folds them at most every ``every`` seconds (a short transaction; deltas
+    another worker is folding are left to it).  A fold that finds nothing
+    doubles the wait before the next, up to ``idle_every``, so an idle worker
+    is not kept busy; readers add the deltas not folded yet, so the figures
+    are exact either way.  It never wakes a worker up.
     """
 
-    def __init__(self, db: Database, *, every: float = ROLL_UP_EVERY_S) -> None:
+    def __init__(
+        self, db: Database, *, every: float = ROLL_UP_EVERY_S, idle_every: float = 60.0
+    ) -> None:
         self.db = db
         self.every = every
+        self.idle_every = idle_every
+        self._wait = every
         self._last = float("-inf")
 
     def poll(self) -> int:
         """Fold the deltas if it is time; how many totals changed."""
         now = time.monotonic()
-        if now - self._last < self.every:
+        if now - self._last < self._wait:
             return 0
         self._last = now
-        return self.db.transaction(lambda tx: tx.run("roll_up_stat_deltas"))
+        folded = self.db.transaction(lambda tx: tx.run("roll_up_stat_deltas"))
+        self._wait = self.every if folded else min(self.idle_every, max(self._wait, 0.5) * 2)
+        return folded
 
     def next_due_in(self) -> float | None:
         """Never a reason to wake up."""

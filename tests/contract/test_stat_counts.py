@@ -216,3 +216,16 @@ def test_two_folds_at_once_count_nothing_twice(shop):
     assert sum(before["sagas"].values()) + 20 == sum(after["sagas"].values())
     assert counted(shop) == after
     assert [] == kept_counts(shop).problems
+
+
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+def test_an_idle_fold_waits_longer_and_a_busy_one_comes_back_to_every(shop):
+    fold = CountsRollUp(shop.db, every=0, idle_every=60)
+    fold.poll()  # whatever the fixture's schema setup left
+    assert 0 == fold.poll()
+    assert 0 == fold.poll()  # too soon after an empty fold: not even tried
+    assert fold._wait >= 1
+    fold._last = float("-inf")  # its wait has passed
+    history(shop)
+    assert 0 < fold.poll()
+    assert 0 == fold._wait
