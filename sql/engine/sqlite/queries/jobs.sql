@@ -290,6 +290,12 @@ FROM (SELECT key1 AS kind, key2 AS state, n AS sagas, total AS entered_ms
       FROM stat_counts WHERE metric = 'sagas' AND n > 0) AS kept
 ORDER BY kind, state;
 
+-- name: roll_up_stat_deltas
+-- Nothing to fold: SQLite's triggers add to the totals directly (one writer
+-- at a time), so workers do not run this; it exists so that both dialects
+-- answer to the same names.
+DELETE FROM stat_counts WHERE 0;
+
 -- name: activity_last_hour
 -- Per minute of the last hour: jobs finished, and jobs waiting or running at
 -- its end (live jobs created before it, plus archived ones finished after it).
