@@ -158,9 +158,7 @@ class Instances:
 
         def work(tx: Tx) -> dict[str, Any]:
             received = tx.all("messages_of_saga", saga_id=saga_id, limit=limit)
-            emitted = tx.all(
-                "list_outbox", unpublished=False, dead=False, saga_id=saga_id, limit=limit
-            )
+            emitted = tx.all("outbox_of_saga", saga_id=saga_id, limit=limit)
             return {
                 "in": [
                     {**dict(row), "received_at": iso(maybe_utc(row["received_at"]))}

@@ -102,6 +102,15 @@ SELECT event_id, last_error FROM outbox
 WHERE published_at IS NULL AND last_error IS NOT NULL
 ORDER BY id DESC LIMIT 1;
 
+-- name: outbox_of_saga
+-- One saga's events, newest first (an index: as fast with a long history).
+SELECT id, event_id, type, schema_version, saga_id, saga_kind, saga_version, occurred_at, data,
+       attempts, errors, last_error, published_at, dead_at
+FROM outbox
+WHERE saga_id = :saga_id
+ORDER BY id DESC
+LIMIT :limit;
+
 -- name: list_outbox
 -- Events, newest first; only unpublished ones with :unpublished.
 SELECT id, event_id, type, schema_version, saga_id, saga_kind, saga_version, occurred_at, data,
