@@ -300,7 +300,6 @@ class Database:
         self._sql: dict[str, tuple[str, ...]] = {}
         self._statements: dict[str, tuple[sa.TextClause, ...]] = {}
         self._engine: Engine | None = None
-        self._pool_size = pool_size
         self._reads = (
             SqliteReads(file, int(min(30.0, self.lock_wait) * 1000)) if file is not None else None
         )
@@ -511,14 +510,14 @@ class Database:
             for attempt in retrying:
                 with attempt:
                     return self._once(work, write=write)
+        except StaleConnection as exc:
+            cause = exc.__cause__
+            raise DatabaseUnavailable(f"the database keeps dropping connections: {cause}") from exc
         except Exception as exc:
             if not is_database_error(exc):
                 raise
             # Still locked (or still conflicting) after the whole wait.
             raise self._gave_up(exc, time.monotonic() - started) from exc
-        except StaleConnection as exc:
-            cause = exc.__cause__
-            raise DatabaseUnavailable(f"the database keeps dropping connections: {cause}") from exc
         raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
 
     def _gave_up(self, exc: Exception, waited: float) -> DatabaseError:

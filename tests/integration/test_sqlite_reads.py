@@ -83,3 +83,21 @@ def test_reads_build_no_sqlalchemy_engine_and_a_write_does(db):
     assert db._engine is None
     db.transaction(lambda tx: tx.scalar("db_now"))
     assert db._engine is not None
+
+
+@pytest.mark.parametrize("write", [True, False])
+def test_a_connection_that_keeps_dropping_ends_in_database_unavailable(sqlite_url, write):
+    """Retried until the lock wait is spent, then the engine's typed error, on either path."""
+    from saga.core.db import StaleConnection
+    from saga.exceptions import DatabaseUnavailable
+
+    flaky = Database(sqlite_url, lock_wait=0.2)
+
+    def work(tx):
+        raise StaleConnection
+
+    try:
+        with pytest.raises(DatabaseUnavailable, match="keeps dropping connections"):
+            flaky.transaction(work, write=write)
+    finally:
+        flaky.dispose()
