@@ -256,8 +256,9 @@ CREATE TABLE outbox (
         dead_at IS NULL OR (published_at IS NULL AND lease_token IS NULL)
     )
 );
--- One saga's events (the console), and the relay's claim: the oldest
--- unpublished row of each saga (migration 0010).
+-- The relay's claim: the oldest unpublished row of each saga.
+CREATE INDEX outbox_unpublished ON outbox (saga_id, id) WHERE published_at IS NULL;
+-- One saga's events, published or not (the console; migration 0010).
 CREATE INDEX outbox_saga ON outbox (saga_id, id);
 CREATE INDEX outbox_due ON outbox (id) WHERE published_at IS NULL;
 CREATE INDEX outbox_published ON outbox (published_at) WHERE published_at IS NOT NULL;
