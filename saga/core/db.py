@@ -35,7 +35,7 @@ from tenacity import (
 from saga.core.db_errors import is_database_error, is_transient, translate
 from saga.core.logs import get_logger
 from saga.core.sqlfiles import ENGINE, Dialect, SqlComponent, merged_queries, split_statements
-from saga.core.sqlite_reads import ReadConnection, SqliteReads, plain_sqlite_file
+from saga.core.sqlite_reads import ReadConnection, Rows, SqliteReads, plain_sqlite_file
 from saga.exceptions import (
     DatabaseBusy,
     DatabaseError,
@@ -208,7 +208,7 @@ class Tx:
             return result
         # A query of several statements (a dialect without a data-modifying
         # WITH): its rows are the first statement's, read before the next runs.
-        rows = _Buffered(result)
+        rows = _buffered(result)
         for statement in rest:
             self._execute_one(statement, params).close()
         return cast("sa.CursorResult[Any]", rows)
@@ -551,11 +551,7 @@ class Database:
             if is_transient(exc):
                 raise
             raise translate(exc) from exc
-        for action in tx.committed_actions():
-            try:
-                action()
-            except Exception as exc:  # noqa: BLE001 - committed; a metric must not undo that
-                log.warning("after_commit_failed", error=repr(exc))
+        _after_commit(tx)
         return result
 
     def _read_once(self, work: Callable[[Tx], T]) -> T:
@@ -578,11 +574,7 @@ class Database:
             raise translate(exc) from exc
         finally:
             self._reads.release(conn)
-        for action in tx.committed_actions():
-            try:
-                action()
-            except Exception as exc:  # noqa: BLE001 - a metric must not fail a read
-                log.warning("after_commit_failed", error=repr(exc))
+        _after_commit(tx)
         return result
 
     def dispose(self) -> None:
@@ -607,26 +599,23 @@ class _ReadTx(Tx):
         return cast("sa.CursorResult[Any]", rows)
 
 
-class _Buffered:
-    """The rows and row count of a statement, kept while the statements after it run."""
+def _buffered(result: sa.CursorResult[Any]) -> Rows:
+    """A statement's rows and row count, kept while the statements after it run."""
+    rows = result.mappings().all() if result.returns_rows else []
+    # After the fetch: SQLite counts a RETURNING statement's rows as they come.
+    found = Rows(
+        cast("Sequence[Mapping[str, Any]]", rows), result.rowcount, returns_rows=result.returns_rows
+    )
+    result.close()
+    return found
 
-    def __init__(self, result: sa.CursorResult[Any]) -> None:
-        self._rows = result.mappings().all() if result.returns_rows else []
-        # After the fetch: SQLite counts a RETURNING statement's rows as they come.
-        self.rowcount = result.rowcount
-        result.close()
 
-    def mappings(self) -> _Buffered:
-        return self
-
-    def first(self) -> RowMapping | None:
-        return self._rows[0] if self._rows else None
-
-    def all(self) -> Sequence[RowMapping]:
-        return self._rows
-
-    def scalar(self) -> Any:
-        return next(iter(self._rows[0].values())) if self._rows else None
+def _after_commit(tx: Tx) -> None:
+    for action in tx.committed_actions():
+        try:
+            action()
+        except Exception as exc:  # noqa: BLE001 - committed; a metric must not undo that
+            log.warning("after_commit_failed", error=repr(exc))
 
 
 def _log_retry(state: RetryCallState) -> None:

@@ -39,30 +39,44 @@ def plain_sqlite_file(url: str) -> str | None:
 
 
 class Rows:
-    """A statement's rows (dicts) and row count, as the engine's transactions read them."""
+    """
+    A statement's rows and row count, read at once.
+
+    What the SQLite read path returns, and what a query of several
+    statements keeps of its first one while the others run.
+    """
 
     __slots__ = ("_rows", "returns_rows", "rowcount")
 
-    def __init__(self, cursor: sqlite3.Cursor) -> None:
-        self.returns_rows = cursor.description is not None
-        if self.returns_rows:
-            names = [column[0] for column in cursor.description]
-            self._rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
+    def __init__(
+        self, rows: Sequence[Mapping[str, Any]], rowcount: int, *, returns_rows: bool
+    ) -> None:
+        self._rows = rows
+        self.rowcount = rowcount
+        self.returns_rows = returns_rows
+
+    @classmethod
+    def of_cursor(cls, cursor: sqlite3.Cursor) -> Rows:
+        """Everything ``cursor`` has, as dicts; the cursor is closed."""
+        if cursor.description is None:
+            rows: list[dict[str, Any]] = []
         else:
-            self._rows = []
+            names = [column[0] for column in cursor.description]
+            rows = [dict(zip(names, row, strict=True)) for row in cursor.fetchall()]
         # After the fetch: SQLite counts a RETURNING statement's rows as they come.
-        self.rowcount = cursor.rowcount
+        found = cls(rows, cursor.rowcount, returns_rows=cursor.description is not None)
         cursor.close()
+        return found
 
     def mappings(self) -> Rows:
         """The rows as mappings: they already are."""
         return self
 
-    def first(self) -> dict[str, Any] | None:
+    def first(self) -> Mapping[str, Any] | None:
         """The first row, or ``None``."""
         return self._rows[0] if self._rows else None
 
-    def all(self) -> Sequence[dict[str, Any]]:
+    def all(self) -> Sequence[Mapping[str, Any]]:
         """Every row."""
         return self._rows
 
@@ -84,7 +98,7 @@ class ReadConnection:
 
     def execute(self, sql: str, params: Mapping[str, Any]) -> Rows:
         """Run one statement with its parameters bound by the driver."""
-        return Rows(self.raw.execute(sql, dict(params)))
+        return Rows.of_cursor(self.raw.execute(sql, dict(params)))
 
 
 class SqliteReads:

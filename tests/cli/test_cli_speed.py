@@ -18,19 +18,7 @@ from tests.helpers import engine_on
 
 def test_help_loads_neither_sqlalchemy_nor_the_drivers():
     """`saga --help` builds every command's parser without importing the database layer."""
-    code = (
-        "import sys\n"
-        "from saga.cli import main\n"
-        "try:\n"
-        "    main(['--help'])\n"
-        "finally:\n"
-        "    heavy = {'sqlalchemy', 'psycopg', 'pika', 'structlog', 'tqdm'} & set(sys.modules)\n"
-        "    print(sorted(heavy))\n"
-    )
-    done = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
-    )
-    assert "[]" == done.stdout.strip().splitlines()[-1]
+    assert [] == _loaded_after(["--help"])
 
 
 def test_the_worker_help_names_the_supervisors_limit():
