@@ -35,7 +35,7 @@ from typing import Any
 
 import psycopg
 from psycopg import sql
-from replay import Recorder, load, replay
+from replay import Captured, Recorder, load, replay, replay_sqlite
 
 HERE = Path(__file__).resolve().parent
 DATABASE = os.environ.get("SAGA_BENCH_DATABASE", "saga_purchase_bench")
@@ -137,6 +137,8 @@ def engine_run(
         _catalogue(engine, purchases)
         dialect = engine.db.dialect
         recorder = Recorder(engine.db.engine) if capture else None
+        if recorder is not None and engine.db._reads is not None:
+            recorder.watch_reads(engine.db._reads)
         command = [
             *(sys.executable, "-m", "saga", "worker", "--concurrency", str(workers)),
             *(
@@ -216,21 +218,41 @@ def replay_floor(admin_url: str, purchases: int, workers: int) -> dict[str, Any]
     transactions that began after the last purchase was granted (the
     workers' idle claims before they stopped) are left out.
     """
-    from saga import Engine
+    captured = _captured(fresh_database(admin_url, DATABASE), purchases, workers)
+    url = fresh_database(admin_url, DATABASE)
+    _set_up(url, purchases)
+    return _replayed(purchases, replay(url, captured))
 
+
+def replay_floor_sqlite(purchases: int, workers: int) -> dict[str, Any]:
+    """The same on SQLite: the captured statements in a plain ``sqlite3`` loop."""
+    with tempfile.TemporaryDirectory() as tmp:
+        captured = _captured(f"sqlite:///{tmp}/capture.db", purchases, workers)
+        path = f"{tmp}/replay.db"
+        _set_up(f"sqlite:///{path}", purchases)
+        return _replayed(purchases, replay_sqlite(path, captured))
+
+
+def _captured(url: str, purchases: int, workers: int) -> list[Captured]:
     capture = Path(tempfile.mkdtemp(prefix="saga-bench-capture-"))
     try:
-        engine_run(fresh_database(admin_url, DATABASE), purchases, workers, capture=capture)
+        engine_run(url, purchases, workers, capture=capture)
         finished = int((capture / "finished").read_text())
-        captured = [tx for tx in load(capture) if tx.began <= finished]
+        return [tx for tx in load(capture) if tx.began <= finished]
     finally:
         shutil.rmtree(capture)
-    url = fresh_database(admin_url, DATABASE)
+
+
+def _set_up(url: str, purchases: int) -> None:
+    from saga import Engine
+
     with Engine(url, check_schema=False) as setup:
         setup.upgrade()
     with Engine(url, app=_instant_app()) as engine:
         _catalogue(engine, purchases)
-    done = replay(url, captured)
+
+
+def _replayed(purchases: int, done: Any) -> dict[str, Any]:
     return {
         "purchases_per_s": purchases / done.seconds,
         "transactions": done.transactions,
@@ -434,6 +456,7 @@ def main() -> None:
     n, k = args.purchases, args.workers
     results: dict[str, Any] = {"purchases": n, "workers": k, "runs": args.runs}
     ours, peer, floors, lite, lite_floor, aged, replays = [], [], [], [], [], [], []
+    lite_replays: list[dict[str, Any]] = []
     for _ in range(args.runs):
         ours.append(engine_run(fresh_database(args.admin_url, DATABASE), n, k))
         if not args.skip_replay:
@@ -447,6 +470,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory() as tmp:
             lite.append(engine_run(f"sqlite:///{tmp}/bench.db", n, k))
             lite_floor.append(sqlite_floor(Path(tmp) / "floor.db", 5.0))
+        if not args.skip_replay:
+            lite_replays.append(replay_floor_sqlite(n, k))
     with psycopg.connect(args.admin_url, autocommit=True) as conn:
         conn.execute(
             sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(DATABASE))
@@ -460,6 +485,8 @@ def main() -> None:
     if replays:
         results["postgres"]["replay"] = median_of(replays)
     results["sqlite"] = {"engine": median_of(lite), "floor_tps": statistics.median(lite_floor)}
+    if lite_replays:
+        results["sqlite"]["replay"] = median_of(lite_replays)
     report(results)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))
@@ -510,21 +537,15 @@ def report(results: dict[str, Any]) -> None:
             tps / per
         )
     if "replay" in pg:
-        again = pg["replay"]
-        print(
-            f"replay of the engine's own statements without it: {again['purchases_per_s']:.1f} "
-            f"purchases/s ({again['transactions']:.0f} transactions, {again['statements']:.0f} "
-            f"statements on {again['connections']:.0f} connections, {again['failed']:.0f} failed)"
-        )
-        ratios["engine / replay of its own statements"] = (
-            engine["purchases_per_s"] / again["purchases_per_s"]
-        )
+        ratios["engine / replay of its own statements"] = _replay_ratio("PostgreSQL", pg)
     if "dbos" in pg:
         ratios["engine / DBOS Transact"] = engine["purchases_per_s"] / pg["dbos"]["purchases_per_s"]
     lite = results["sqlite"]
     ratios[f"SQLite engine / (sqlite3 loop {lite['floor_tps']:.0f}/s / 5)"] = lite["engine"][
         "purchases_per_s"
     ] / (lite["floor_tps"] / 5)
+    if "replay" in lite:
+        ratios["SQLite engine / replay of its own statements"] = _replay_ratio("SQLite", lite)
     if "engine_with_history" in pg:
         aged = pg["engine_with_history"]
         ratios[f"engine with {results['history']:,} done / empty"] = (
@@ -536,6 +557,17 @@ def report(results: dict[str, Any]) -> None:
         )
     for name, value in ratios.items():
         print(f"{name:<48}{value:>6.2f}")
+
+
+def _replay_ratio(name: str, results: dict[str, Any]) -> float:
+    again = results["replay"]
+    print(
+        f"{name}: replay of the engine's own statements without it: "
+        f"{again['purchases_per_s']:.1f} purchases/s ({again['transactions']:.0f} transactions, "
+        f"{again['statements']:.0f} statements on {again['connections']:.0f} connections, "
+        f"{again['failed']:.0f} failed)"
+    )
+    return float(results["engine"]["purchases_per_s"] / again["purchases_per_s"])
 
 
 if __name__ == "__main__":

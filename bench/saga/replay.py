@@ -10,7 +10,10 @@ capture, each in its own order, and a transaction starts only once every
 transaction that had committed before it began in the capture has committed
 again (so a completion never runs before the acceptance it completes).  No
 engine code runs: what is left is the server's and the driver's cost of the
-same statements, the floor the engine is compared with.
+same statements, the floor the engine is compared with.  On SQLite,
+:func:`replay_sqlite` runs them in a plain ``sqlite3`` loop instead (the read
+transactions the engine runs on the stdlib driver are captured too, by
+:meth:`Recorder.watch_reads`).
 
 Where claims race, the replay's ``SKIP LOCKED`` may pick other rows than the
 capture did, and a later statement of that transaction may then change
@@ -43,6 +46,7 @@ class Captured:
     ended: int = 0
     committed: bool = False
     statements: list[tuple[str, Any, bool]] = field(default_factory=list)  # sql, params, many
+    write: bool = True  # on SQLite: BEGIN IMMEDIATE (SQLAlchemy's) or a plain BEGIN (a read)
 
 
 class Recorder:
@@ -72,8 +76,8 @@ class Recorder:
 
     def _statement(self, conn: Any, *args: Any) -> None:
         _cursor, sql, params, _context, many = args
-        if not self.recording:
-            return
+        if not self.recording or sql.startswith("BEGIN"):
+            return  # SQLite's BEGIN IMMEDIATE, said by the engine: the replay says its own
         key = self._key(conn)
         with self._lock:
             tx = self._open.get(key)
@@ -95,6 +99,34 @@ class Recorder:
             if tx.statements:
                 self.done.append(tx)
 
+    def watch_reads(self, reads: Any) -> None:
+        """Also keep the read transactions ``reads`` (SQLite's, on the stdlib driver) runs."""
+        acquire = reads.acquire
+
+        def watched() -> Any:
+            conn = acquire()
+            if not isinstance(conn.raw, _Watched):
+                conn.raw = _Watched(conn.raw, self)
+            return conn
+
+        reads.acquire = watched
+
+    def _read(self, raw: Any, sql: str, params: Any) -> None:
+        key = id(raw)
+        with self._lock:
+            if not self.recording:
+                return
+            if sql == "BEGIN":
+                now = time.monotonic_ns()
+                self._open[key] = Captured(stream=(os.getpid(), key), began=now, write=False)
+            elif sql in ("COMMIT", "ROLLBACK"):
+                tx = self._open.pop(key, None)
+                if tx is not None and tx.statements:
+                    tx.ended, tx.committed = time.monotonic_ns(), sql == "COMMIT"
+                    self.done.append(tx)
+            elif key in self._open:
+                self._open[key].statements.append((sql, params, False))
+
     def dump(self, folder: Path, name: str) -> None:
         """Write the finished transactions to ``folder/name.pickle``."""
         with self._lock:
@@ -103,6 +135,21 @@ class Recorder:
         tmp = path.with_suffix(".tmp")
         tmp.write_bytes(pickle.dumps(done))
         tmp.replace(path)
+
+
+class _Watched:
+    """A stdlib sqlite3 connection whose statements a :class:`Recorder` sees."""
+
+    def __init__(self, raw: Any, recorder: Recorder) -> None:
+        self._raw = raw
+        self._recorder = recorder
+
+    def execute(self, sql: str, params: Any = ()) -> Any:
+        self._recorder._read(self._raw, sql, params)
+        return self._raw.execute(sql, params)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._raw, name)
 
 
 def load(folder: Path) -> list[Captured]:
@@ -127,6 +174,47 @@ class Replayed:
 def replay(url: str, captured: list[Captured]) -> Replayed:
     """Run ``captured`` on ``url`` as described in the module's docstring."""
     return _Replay(url, captured).run()
+
+
+def replay_sqlite(path: str, captured: list[Captured]) -> Replayed:
+    """
+    Run ``captured`` on the SQLite file ``path``: a plain sqlite3 loop, one connection.
+
+    SQLite has one writer at a time, so the capture's commits are already a
+    total order of its writes: they run again in that order, each opened as
+    the engine opened it (BEGIN IMMEDIATE for a write), with the engine's
+    settings (WAL, synchronous FULL, foreign keys).
+    """
+    import sqlite3
+
+    conn = sqlite3.connect(path, isolation_level=None)
+    for pragma in ("journal_mode = WAL", "synchronous = FULL", "foreign_keys = ON"):
+        conn.execute(f"PRAGMA {pragma}")
+    ordered = sorted(captured, key=lambda tx: tx.ended)
+    failed = 0
+    started = time.perf_counter()
+    for tx in ordered:
+        conn.execute("BEGIN IMMEDIATE" if tx.write else "BEGIN")
+        try:
+            for sql, params, many in tx.statements:
+                if many:
+                    conn.executemany(sql, params)
+                else:
+                    conn.execute(sql, params).fetchall()
+        except sqlite3.Error:
+            conn.execute("ROLLBACK")
+            failed += 1
+            continue
+        conn.execute("COMMIT" if tx.committed else "ROLLBACK")
+    seconds = time.perf_counter() - started
+    conn.close()
+    return Replayed(
+        seconds=seconds,
+        transactions=len(ordered),
+        statements=sum(len(tx.statements) for tx in ordered),
+        failed=failed,
+        connections=1,
+    )
 
 
 class _Replay:
