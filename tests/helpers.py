@@ -171,7 +171,7 @@ def expire_lease(engine: Engine, job_id: str) -> None:
 
 def expire_lease_in(tx: Tx, job_id: str) -> None:
     """:func:`expire_lease` inside a transaction (a worker stalled past its lease)."""
-    tx.conn.execute(sa.text(_expire_lease_sql(tx.db.dialect)), {"id": job_id})
+    tx.execute_sql(_expire_lease_sql(tx.db.dialect), {"id": job_id})
 
 
 def make_due(engine: Engine, job_id: str) -> None:

@@ -136,9 +136,10 @@ def engine_run(
     with Engine(url, app=_instant_app()) as engine:
         _catalogue(engine, purchases)
         dialect = engine.db.dialect
-        recorder = Recorder(engine.db.engine) if capture else None
-        if recorder is not None and engine.db._reads is not None:
-            recorder.watch_reads(engine.db._reads)
+        # The acceptances' transactions, kept (for the count, and the replay).
+        recorder = Recorder(None if engine.db._pool else engine.db.engine)
+        if engine.db._pool is not None:  # SQLite: the engine runs on the stdlib driver
+            recorder.watch_pool(engine.db._pool)
         command = [
             *(sys.executable, "-m", "saga", "worker", "--concurrency", str(workers)),
             *(
@@ -154,7 +155,6 @@ def engine_run(
         ]
         settle_stats()
         before = transactions(url) if dialect == "postgres" else 0
-        accepting = _Counter(engine.db.engine)
         supervisor = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
         peak = Peak(supervisor.pid)
         polls = 0
@@ -165,23 +165,20 @@ def engine_run(
                     operation_id=f"op-{n}", intensive_id="js", student_id=f"s-{n}"
                 )
             accepted = time.perf_counter()
-            if recorder is not None:
-                recorder.recording = False
+            recorder.recording = False
             while _granted(engine) < purchases:
                 polls += 1
                 time.sleep(POLL_S)
             finished = time.perf_counter()
             finished_ns = time.monotonic_ns()
-            # Each poll above (and the last one) is a transaction and a statement
-            # of the bench's.
-            engine_tx = accepting.transactions - polls - 1
-            engine_statements = accepting.statements - polls - 1
+            engine_tx = len(recorder.done)
+            engine_statements = sum(len(tx.statements) for tx in recorder.done)
         finally:
             supervisor.send_signal(signal.SIGTERM)
             supervisor.wait(timeout=60)
             rss = peak.stop()
         latencies = _latencies(engine)
-    if capture is not None and recorder is not None:
+    if capture is not None:
         recorder.dump(capture, "client")
         (capture / "finished").write_text(str(finished_ns))
     settle_stats()
@@ -283,25 +280,6 @@ def _timed(command: list[str]) -> float:
     started = time.perf_counter()
     subprocess.run(command, check=True, stdout=subprocess.DEVNULL)
     return time.perf_counter() - started
-
-
-class _Counter:
-    """The transactions and statements one engine's database runs (SQLAlchemy's events)."""
-
-    def __init__(self, sa_engine: Any) -> None:
-        from sqlalchemy import event
-
-        self.transactions = 0
-        self.statements = 0
-        event.listen(sa_engine, "before_cursor_execute", self._statement)
-        event.listen(sa_engine, "commit", self._transaction)
-        event.listen(sa_engine, "rollback", self._transaction)
-
-    def _statement(self, *args: Any) -> None:
-        self.statements += 1
-
-    def _transaction(self, *args: Any) -> None:
-        self.transactions += 1
 
 
 def _instant_app() -> Any:

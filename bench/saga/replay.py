@@ -10,10 +10,10 @@ capture, each in its own order, and a transaction starts only once every
 transaction that had committed before it began in the capture has committed
 again (so a completion never runs before the acceptance it completes).  No
 engine code runs: what is left is the server's and the driver's cost of the
-same statements, the floor the engine is compared with.  On SQLite,
-:func:`replay_sqlite` runs them in a plain ``sqlite3`` loop instead (the read
-transactions the engine runs on the stdlib driver are captured too, by
-:meth:`Recorder.watch_reads`).
+same statements, the floor the engine is compared with.  On SQLite, where
+the engine runs its transactions on the stdlib driver (captured by
+:meth:`Recorder.watch_pool`), :func:`replay_sqlite` runs them in a plain
+``sqlite3`` loop.
 
 Where claims race, the replay's ``SKIP LOCKED`` may pick other rows than the
 capture did, and a later statement of that transaction may then change
@@ -52,13 +52,15 @@ class Captured:
 class Recorder:
     """Keeps every transaction one SQLAlchemy engine runs, while ``recording``."""
 
-    def __init__(self, sa_engine: Any) -> None:
-        from sqlalchemy import event
-
+    def __init__(self, sa_engine: Any = None) -> None:
         self.recording = True
         self.done: list[Captured] = []
         self._open: dict[int, Captured] = {}
         self._lock = threading.Lock()
+        if sa_engine is None:
+            return
+        from sqlalchemy import event
+
         event.listen(sa_engine, "begin", self._begin)
         event.listen(sa_engine, "before_cursor_execute", self._statement)
         event.listen(sa_engine, "commit", lambda conn: self._end(conn, committed=True))
@@ -76,8 +78,8 @@ class Recorder:
 
     def _statement(self, conn: Any, *args: Any) -> None:
         _cursor, sql, params, _context, many = args
-        if not self.recording or sql.startswith("BEGIN"):
-            return  # SQLite's BEGIN IMMEDIATE, said by the engine: the replay says its own
+        if not self.recording:
+            return
         key = self._key(conn)
         with self._lock:
             tx = self._open.get(key)
@@ -99,9 +101,9 @@ class Recorder:
             if tx.statements:
                 self.done.append(tx)
 
-    def watch_reads(self, reads: Any) -> None:
-        """Also keep the read transactions ``reads`` (SQLite's, on the stdlib driver) runs."""
-        acquire = reads.acquire
+    def watch_pool(self, pool: Any) -> None:
+        """Keep the transactions run on ``pool`` (SQLite's, on the stdlib driver)."""
+        acquire = pool.acquire
 
         def watched() -> Any:
             conn = acquire()
@@ -109,16 +111,17 @@ class Recorder:
                 conn.raw = _Watched(conn.raw, self)
             return conn
 
-        reads.acquire = watched
+        pool.acquire = watched
 
-    def _read(self, raw: Any, sql: str, params: Any) -> None:
+    def _plain(self, raw: Any, sql: str, params: Any) -> None:
         key = id(raw)
         with self._lock:
             if not self.recording:
                 return
-            if sql == "BEGIN":
+            if sql.startswith("BEGIN"):
                 now = time.monotonic_ns()
-                self._open[key] = Captured(stream=(os.getpid(), key), began=now, write=False)
+                write = sql == "BEGIN IMMEDIATE"
+                self._open[key] = Captured(stream=(os.getpid(), key), began=now, write=write)
             elif sql in ("COMMIT", "ROLLBACK"):
                 tx = self._open.pop(key, None)
                 if tx is not None and tx.statements:
@@ -145,7 +148,7 @@ class _Watched:
         self._recorder = recorder
 
     def execute(self, sql: str, params: Any = ()) -> Any:
-        self._recorder._read(self._raw, sql, params)
+        self._recorder._plain(self._raw, sql, params)
         return self._raw.execute(sql, params)
 
     def __getattr__(self, name: str) -> Any:

@@ -6,9 +6,10 @@ Every unit of work is a function of a :class:`Tx`, run by
 transient failures (serialization failures, deadlocks, a busy SQLite file).
 Nothing here ever sleeps inside a transaction.
 
-SQLAlchemy is loaded when a transaction first needs it: on SQLite, read
-transactions run on the stdlib driver (:mod:`saga.core.sqlite_reads`), so a
-command that only reads the embedded database never loads it.
+On PostgreSQL transactions run on SQLAlchemy's engine (psycopg, a pool
+sized to the process).  On SQLite they run on the stdlib driver
+(:mod:`saga.core.sqlite_driver`, which says why): SQLAlchemy is loaded only
+for PostgreSQL or when a tool asks for :attr:`Database.engine`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from tenacity import (
 from saga.core.db_errors import is_database_error, is_transient, translate
 from saga.core.logs import get_logger
 from saga.core.sqlfiles import ENGINE, Dialect, SqlComponent, merged_queries, split_statements
-from saga.core.sqlite_reads import ReadConnection, Rows, SqliteReads, plain_sqlite_file
+from saga.core.sqlite_driver import PlainConnection, Rows, SqlitePool, plain_sqlite_file
 from saga.exceptions import (
     DatabaseBusy,
     DatabaseError,
@@ -243,6 +244,16 @@ class Tx:
         """Run ``query``; the number of rows it changed."""
         return self._execute(query, params).rowcount
 
+    def execute_sql(self, sql: str, params: Mapping[str, Any] | None = None) -> Rows:
+        """
+        Run one statement of this dialect's SQL, with ``:name`` parameters bound.
+
+        For tests and tools that must reach past the named queries (a row
+        broken on purpose, a table the engine does not know); the engine's
+        own work goes through named queries.  The rows are read at once.
+        """
+        return _buffered(self._execute_one(_text(sql), params or {}))
+
     def script(self, statements: str | Sequence[str]) -> None:
         """Run DDL statements (migrations), or a whole script; they carry no parameters."""
         if isinstance(statements, str):
@@ -300,8 +311,8 @@ class Database:
         self._sql: dict[str, tuple[str, ...]] = {}
         self._statements: dict[str, tuple[sa.TextClause, ...]] = {}
         self._engine: Engine | None = None
-        self._reads = (
-            SqliteReads(file, int(min(30.0, self.lock_wait) * 1000)) if file is not None else None
+        self._pool = (
+            SqlitePool(file, int(min(30.0, self.lock_wait) * 1000)) if file is not None else None
         )
         self._first_use: Callable[[], None] | None = None
         self._ready = True
@@ -326,7 +337,12 @@ class Database:
 
     @property
     def engine(self) -> Engine:
-        """The SQLAlchemy engine (on SQLite, built by the first write)."""
+        """
+        The SQLAlchemy engine.
+
+        On SQLite the engine's own transactions do not use it: it is built
+        on first use, for tools that want SQLAlchemy on the same file.
+        """
         if self._engine is None:
             with self._lock:
                 if self._engine is None:
@@ -535,14 +551,12 @@ class Database:
         )
 
     def _once(self, work: Callable[[Tx], T], *, write: bool) -> T:
-        if self._reads is not None and not write:
-            return self._read_once(work)
+        if self._pool is not None:
+            return self._plain_once(work, write=write)
         import sqlalchemy as sa  # noqa: PLC0415 - see the module's docstring
 
         try:
             with self.engine.connect() as conn:
-                if self.dialect == "sqlite":
-                    conn.execution_options(sqlite_begin="IMMEDIATE" if write else "DEFERRED")
                 tx = Tx(conn, self)
                 with conn.begin():
                     result = work(tx)
@@ -554,15 +568,18 @@ class Database:
         _after_commit(tx)
         return result
 
-    def _read_once(self, work: Callable[[Tx], T]) -> T:
-        """A read transaction on SQLite, on the stdlib driver (see the module's docstring)."""
-        assert self._reads is not None  # noqa: S101 - only called on SQLite
-        conn = self._reads.acquire()
-        tx = _ReadTx(cast("Connection", conn), self)
+    def _plain_once(self, work: Callable[[Tx], T], *, write: bool) -> T:
+        """A transaction on SQLite, on the stdlib driver (see the module's docstring)."""
+        assert self._pool is not None  # noqa: S101 - only called on SQLite
+        conn = self._pool.acquire()
+        tx = _PlainTx(cast("Connection", conn), self)
         try:
-            conn.raw.execute("BEGIN")
+            # A writer takes the write lock up front, waits on the busy
+            # timeout, and never fails half-way with SQLITE_BUSY when
+            # upgrading a read lock; a reader takes no lock.
+            conn.raw.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             try:
-                result = work(tx)
+                result = work(tx)  # no wakeups to send: SQLite's workers poll
             except BaseException:
                 if conn.raw.in_transaction:
                     conn.raw.execute("ROLLBACK")
@@ -573,7 +590,7 @@ class Database:
                 raise
             raise translate(exc) from exc
         finally:
-            self._reads.release(conn)
+            self._pool.release(conn)
         _after_commit(tx)
         return result
 
@@ -581,22 +598,38 @@ class Database:
         """Close every pooled connection (call it in a child process after fork)."""
         if self._engine is not None:
             self._engine.dispose()
-        if self._reads is not None:
-            self._reads.close()
+        if self._pool is not None:
+            self._pool.close()
 
 
-class _ReadTx(Tx):
-    """A read transaction on SQLite's stdlib driver: the queries as written, rows read at once."""
+class _PlainTx(Tx):
+    """A transaction on SQLite's stdlib driver: the queries as written, rows read at once."""
 
     __slots__ = ()
 
     def _execute(self, name: str, params: Mapping[str, Any]) -> sa.CursorResult[Any]:
-        conn = cast("ReadConnection", self.conn)
+        conn = cast("PlainConnection", self.conn)
         first, *rest = self.db.sql(name)
         rows = conn.execute(first, params)
         for statement in rest:
             conn.execute(statement, params)
         return cast("sa.CursorResult[Any]", rows)
+
+    def execute_sql(self, sql: str, params: Mapping[str, Any] | None = None) -> Rows:
+        return cast("PlainConnection", self.conn).execute(sql, params or {})
+
+    def script(self, statements: str | Sequence[str]) -> None:
+        if isinstance(statements, str):
+            statements = split_statements(statements)
+        raw = cast("PlainConnection", self.conn).raw
+        for statement in statements:
+            raw.execute(statement)
+
+
+def _text(sql: str) -> sa.TextClause:
+    import sqlalchemy as sa  # noqa: PLC0415 - see the module's docstring
+
+    return sa.text(sql)
 
 
 def _buffered(result: sa.CursorResult[Any]) -> Rows:

@@ -1,8 +1,8 @@
 """
 The drivers' errors, seen the same way whether SQLAlchemy wrapped them or not.
 
-The SQLite read path (:mod:`saga.core.sqlite_reads`) raises the stdlib
-driver's errors as they are; everything else raises SQLAlchemy's wrappers.
+SQLite's transactions (:mod:`saga.core.sqlite_driver`) raise the stdlib
+driver's errors as they are; PostgreSQL's raise SQLAlchemy's wrappers.
 Either is retried when transient and otherwise translated into the
 engine's :class:`~saga.exceptions.DatabaseError`.
 """
@@ -26,7 +26,7 @@ TRANSIENT_SQLSTATES: Final = frozenset(
 
 
 def is_database_error(exc: BaseException) -> bool:
-    """An error of a driver's, raw (the SQLite read path) or wrapped by SQLAlchemy."""
+    """An error of a driver's, raw (SQLite's) or wrapped by SQLAlchemy (PostgreSQL's)."""
     if isinstance(exc, sqlite3.Error):
         return True
     sa = sys.modules.get("sqlalchemy")

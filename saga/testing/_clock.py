@@ -20,6 +20,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 import sqlalchemy as sa
+from sqlalchemy.dialects import postgresql, sqlite
 
 if TYPE_CHECKING:
     from saga.core.db import Database, Tx
@@ -44,9 +45,10 @@ class SagaClock:
     def __repr__(self) -> str:
         return f"<SagaClock +{self.skipped:g} s>"
 
-    def _columns(self, conn: sa.Connection) -> dict[str, list[str]]:
+    def _columns(self) -> dict[str, list[str]]:
         if self._time_columns is None:
-            self._time_columns = self._read_columns(conn)
+            with self.db.engine.connect() as conn:
+                self._time_columns = self._read_columns(conn)
         return self._time_columns
 
     def _read_columns(self, conn: sa.Connection) -> dict[str, list[str]]:
@@ -72,12 +74,17 @@ class SagaClock:
             raise ValueError(msg)
         shift: sa.BindParameter[float] = sa.bindparam("seconds", seconds)
         second: sa.ColumnElement[object] = sa.literal_column("interval '1 second'")
+        # Compiled here, run as the dialect's SQL with its parameters bound
+        # (SQLite's transactions do not run on SQLAlchemy).
+        dialect = (postgresql if self.db.dialect == "postgres" else sqlite).dialect(
+            paramstyle="named"
+        )
 
         def move(tx: Tx) -> None:
             # The audit trail refuses updates; this transaction alone may
             # shift its times, and restores the guard before it commits.
             tx.run("testing_suspend_audit_guard")
-            for name, columns in self._columns(tx.conn).items():
+            for name, columns in self._columns().items():
                 table = sa.table(name, *(sa.column(c) for c in columns))
                 moves: dict[str, sa.ColumnElement[object]] = {}
                 for column in table.columns:
@@ -87,7 +94,8 @@ class SagaClock:
                         moves[column.name] = sa.func.strftime(
                             "%Y-%m-%dT%H:%M:%fZ", sa.func.julianday(column) - shift / 86400.0
                         )
-                tx.conn.execute(sa.update(table).values(moves))
+                update = sa.update(table).values(moves).compile(dialect=dialect)
+                tx.execute_sql(str(update), update.params)
             tx.run("testing_restore_audit_guard")
 
         self.db.transaction(move)

@@ -230,7 +230,7 @@ def test_event_that_overtook_the_payment_answer_is_matched_when_delivered_again(
     """Unmatched is not consumed: the provider's retry applies once the payment is known."""
     purchase, payment_id = pending
     shop.db.transaction(
-        lambda tx: tx.conn.exec_driver_sql("UPDATE payments SET provider_ref = NULL")
+        lambda tx: tx.execute_sql("UPDATE payments SET provider_ref = NULL")
     )  # as if the answer had not come back yet
     first = _deliver(shop, "evt-early", "payment.succeeded", payment_id)
     assert "unmatched" == first.outcome

@@ -237,7 +237,7 @@ def test_verify_exits_1_when_an_invariant_breaks(shop, db_url, capsys):
     start(shop, "op-1", "pm_ok")
     settle(db_url)
     assert 0 == cli_json(capsys, "verify", "--db", db_url)[0]
-    shop.db.transaction(lambda tx: tx.conn.exec_driver_sql("UPDATE purchases SET seat = 'held'"))
+    shop.db.transaction(lambda tx: tx.execute_sql("UPDATE purchases SET seat = 'held'"))
     code, verdict = cli_json(capsys, "verify", "--db", db_url)
     broken = {i["name"] for i in verdict["invariants"] if i["violations"]}
     assert (1, False) == (code, verdict["ok"])

@@ -1,6 +1,6 @@
 """
 What keeps the CLI fast: commands import the engine only when they run, and
-reading the embedded database needs no SQLAlchemy.
+the embedded database needs no SQLAlchemy.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def small_db(tmp_path):
 
 
 def test_stats_on_the_embedded_database_loads_neither_sqlalchemy_nor_the_drivers(small_db):
-    """Reads run on the stdlib driver: SQLAlchemy is for writes."""
+    """SQLite's transactions run on the stdlib driver."""
     url, _ = small_db
     assert [] == _loaded_after(["stats", "--db", url])
 
@@ -66,8 +66,13 @@ def test_purchase_show_on_the_embedded_database_loads_neither_sqlalchemy_nor_the
     assert [] == _loaded_after(["purchase", "show", purchase_id, "--db", url])
 
 
-def test_a_write_on_the_embedded_database_loads_sqlalchemy(small_db):
-    """The other side of the split: the check above would notice a read path that lost it."""
+def test_a_write_on_the_embedded_database_loads_neither_sqlalchemy_nor_the_drivers(small_db):
     url, _ = small_db
     args = ["purchase", "start", "--operation-id", "op-2", "--intensive", "js", "--student", "t"]
-    assert "sqlalchemy" in _loaded_after([*args, "--db", url])
+    assert [] == _loaded_after([*args, "--db", url])
+
+
+def test_a_command_on_postgres_loads_sqlalchemy_and_psycopg(postgres_url):
+    """The other side: the checks above would notice a SQLite path that lost the split."""
+    loaded = _loaded_after(["db", "upgrade", "--db", postgres_url])
+    assert {"sqlalchemy", "psycopg"} <= set(loaded)

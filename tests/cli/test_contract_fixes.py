@@ -193,7 +193,7 @@ def test_replay_all_needs_yes_when_not_interactive(shop, db_url, capsys, monkeyp
     """dlq replay --all off a terminal without --yes: exit 2, nothing replayed."""
     monkeypatch.setattr(sys, "stdin", io.StringIO(""))  # not a terminal
     shop.db.transaction(
-        lambda tx: tx.conn.exec_driver_sql(
+        lambda tx: tx.execute_sql(
             "INSERT INTO jobs (id, queue, kind, digest, state, attempts, max_attempts, "
             "last_error, error_class, finished_at) VALUES ('dead', 'q', 'k', 'd', 'failed', 1, 1, "
             "'boom', 'permanent', '2026-01-01T00:00:00.000Z')"

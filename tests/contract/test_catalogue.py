@@ -85,7 +85,7 @@ class TestSeatCountersInTheDatabase:
 
         def work(tx):
             tx.run("move_seats", id="js", held_delta=0, taken_delta=0)
-            tx.conn.exec_driver_sql("UPDATE intensives SET held = 99 WHERE id = 'js'")
+            tx.execute_sql("UPDATE intensives SET held = 99 WHERE id = 'js'")
 
         engine.catalogue.add("js", seats=2, price="1", currency="EUR")
         with pytest.raises(DatabaseError) as info:

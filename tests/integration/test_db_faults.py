@@ -115,12 +115,12 @@ def test_a_stalled_sqlite_writer_gives_a_clear_error(sqlite_url, capsys, monkeyp
 def test_a_stalled_writer_raises_database_busy_from_the_library(sqlite_url):
     """The same through the library: a typed error, retried no longer than the lock wait."""
     db = Database(sqlite_url, lock_wait=0.5)
-    db.transaction(lambda tx: tx.conn.exec_driver_sql("CREATE TABLE t (x)"))
+    db.transaction(lambda tx: tx.execute_sql("CREATE TABLE t (x)"))
     holder = sqlite3.connect(db.sqlite_path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
     try:
         with pytest.raises(DatabaseBusy, match="stayed locked"):
-            db.transaction(lambda tx: tx.conn.exec_driver_sql("INSERT INTO t VALUES (1)"))
+            db.transaction(lambda tx: tx.execute_sql("INSERT INTO t VALUES (1)"))
     finally:
         holder.rollback()
         holder.close()
@@ -136,11 +136,11 @@ def test_sqlite_writers_take_the_write_lock_at_begin(sqlite_url):
     find the lock taken while the transaction has only read so far.
     """
     db = Database(sqlite_url)
-    db.transaction(lambda tx: tx.conn.exec_driver_sql("CREATE TABLE t (x)"))
+    db.transaction(lambda tx: tx.execute_sql("CREATE TABLE t (x)"))
     other: list[str] = []
 
     def work(tx):
-        tx.conn.exec_driver_sql("SELECT count(*) FROM t").scalar()
+        tx.execute_sql("SELECT count(*) FROM t").scalar()
         intruder = sqlite3.connect(db.sqlite_path, timeout=0.05, isolation_level=None)
         try:
             intruder.execute("INSERT INTO t VALUES (1)")
@@ -149,7 +149,7 @@ def test_sqlite_writers_take_the_write_lock_at_begin(sqlite_url):
             other.append(str(exc))
         finally:
             intruder.close()
-        tx.conn.exec_driver_sql("INSERT INTO t VALUES (2)")
+        tx.execute_sql("INSERT INTO t VALUES (2)")
 
     db.transaction(work)
     db.dispose()
@@ -169,11 +169,9 @@ def test_serialization_failures_and_deadlocks_rerun_the_whole_transaction(pg, na
 
     def work(tx):
         attempts.append(len(attempts) + 1)
-        tx.conn.exec_driver_sql(
-            "INSERT INTO job_replays (job_id, actor, attempts) VALUES ('j', 'a', 0)"
-        )
+        tx.execute_sql("INSERT INTO job_replays (job_id, actor, attempts) VALUES ('j', 'a', 0)")
         if len(attempts) == 1:
-            tx.conn.execute(sa.text(INJECTED[name]))
+            tx.execute_sql(INJECTED[name])
         return len(attempts)
 
     assert 2 == pg.db.transaction(work)
@@ -292,7 +290,7 @@ def test_a_connection_lost_after_the_first_statement_is_never_run_again(postgres
     def work(tx):
         calls.append(1)
         tx.scalar("db_now")
-        pid = tx.conn.exec_driver_sql("SELECT pg_backend_pid()").scalar()
+        pid = tx.execute_sql("SELECT pg_backend_pid()").scalar()
         with psycopg.connect(_libpq_url(postgres_url), autocommit=True) as admin:
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         return tx.scalar("db_now")

@@ -99,7 +99,7 @@ class TestInstances:
         stuck = ("instances", "list", "--stuck", "--app", APP, "--db", db_url)
         assert [] == cli_json(capsys, *stuck)[1]  # its step and timer are pending
         approvals.db.transaction(
-            lambda tx: tx.conn.exec_driver_sql("DELETE FROM jobs")  # work lost, by hand
+            lambda tx: tx.execute_sql("DELETE FROM jobs")  # work lost, by hand
         )
         assert [saga.id] == [s["id"] for s in cli_json(capsys, *stuck)[1]]
 

@@ -3,8 +3,8 @@ Count the engine's transactions and statements, per process, for bench/saga.
 
 On ``PYTHONPATH`` with ``SAGA_BENCH_COUNT=<folder>``, every engine database
 made in the process counts its commits, rollbacks and statements
-(SQLAlchemy's events, and the SQLite read path's statements, which bypass
-SQLAlchemy) and writes them to ``<folder>/<pid>.json`` when the
+(SQLAlchemy's events on PostgreSQL; on SQLite, whose transactions run on
+the stdlib driver, the engine's own calls) and writes them to ``<folder>/<pid>.json`` when the
 process ends, and every second before (a worker process killed by the bench
 still leaves its figures).  These are the transactions the engine asks for;
 PostgreSQL counts more (it runs one in each listening session to deliver a
@@ -71,9 +71,11 @@ if FOLDER:
     def _capture(database) -> None:  # type: ignore[no-untyped-def]
         from replay import Recorder
 
-        recorder = Recorder(database.engine)
-        if database._reads is not None:
-            recorder.watch_reads(database._reads)
+        if database._pool is not None:
+            recorder = Recorder()
+            recorder.watch_pool(database._pool)
+        else:
+            recorder = Recorder(database.engine)
         name = f"{os.getpid()}-{id(recorder)}"
 
         def dump() -> None:
@@ -87,28 +89,29 @@ if FOLDER:
         _start_dumping()
         if CAPTURE:
             _capture(self)
-        event.listen(self.engine, "before_cursor_execute", lambda *a: _bump("statements"))
-        event.listen(self.engine, "commit", lambda conn: _bump("commits"))
-        event.listen(self.engine, "rollback", lambda conn: _bump("rollbacks"))
+        if self._pool is None:
+            event.listen(self.engine, "before_cursor_execute", lambda *a: _bump("statements"))
+            event.listen(self.engine, "commit", lambda conn: _bump("commits"))
+            event.listen(self.engine, "rollback", lambda conn: _bump("rollbacks"))
 
     _db.Database.__init__ = counting_init  # type: ignore[method-assign]
 
-    # SQLite's read transactions run on the stdlib driver, unseen by SQLAlchemy.
-    read_execute = _db.ReadConnection.execute
-    read_once = _db.Database._read_once
+    # SQLite's transactions run on the stdlib driver, unseen by SQLAlchemy.
+    plain_execute = _db.PlainConnection.execute
+    plain_once = _db.Database._plain_once
 
     def counted_execute(self, sql, params):  # type: ignore[no-untyped-def]
         _bump("statements")
-        return read_execute(self, sql, params)
+        return plain_execute(self, sql, params)
 
-    def counted_read_once(self, work):  # type: ignore[no-untyped-def]
+    def counted_plain_once(self, work, *, write):  # type: ignore[no-untyped-def]
         try:
-            result = read_once(self, work)
+            result = plain_once(self, work, write=write)
         except BaseException:
             _bump("rollbacks")
             raise
         _bump("commits")
         return result
 
-    _db.ReadConnection.execute = counted_execute  # type: ignore[method-assign]
-    _db.Database._read_once = counted_read_once  # type: ignore[method-assign]
+    _db.PlainConnection.execute = counted_execute  # type: ignore[method-assign]
+    _db.Database._plain_once = counted_plain_once  # type: ignore[method-assign]

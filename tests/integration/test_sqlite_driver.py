@@ -1,9 +1,11 @@
 """
-Read transactions on the embedded database run on the stdlib driver.
+Transactions on the embedded database run on the stdlib driver.
 
-They must behave as the SQLAlchemy path did: a snapshot of what was
-committed (WAL: a writer in flight is invisible and does not block them),
-the engine's typed errors, connections released by ``dispose``.
+They must behave as the SQLAlchemy path did: reads see a snapshot of what
+was committed (WAL: a writer in flight is invisible and does not block
+them), writes are durable and checked as configured, failures are the
+engine's typed errors, connections are released by ``dispose``.  (That a
+writer takes the lock at BEGIN is in ``test_db_faults``.)
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def test_a_failed_read_leaves_no_transaction_open(db):
 
 def test_dispose_closes_the_read_connections_and_reads_go_on(db):
     stats.collect(db)
-    opened = [conn.raw for conn in db._reads._idle]
+    opened = [conn.raw for conn in db._pool._idle]
     db.dispose()
     with pytest.raises(sqlite3.ProgrammingError, match="closed"):
         opened[0].execute("SELECT 1")
@@ -75,14 +77,36 @@ def test_reads_from_many_threads_share_a_few_connections(db):
         thread = threading.Thread(target=stats.collect, args=(db,))
         thread.start()
         thread.join()
-    assert 1 == len(db._reads._idle)
+    assert 1 == len(db._pool._idle)
 
 
-def test_reads_build_no_sqlalchemy_engine_and_a_write_does(db):
+def test_no_transaction_builds_a_sqlalchemy_engine(db):
     stats.collect(db)
-    assert db._engine is None
     db.transaction(lambda tx: tx.scalar("db_now"))
-    assert db._engine is not None
+    assert db._engine is None
+
+
+@pytest.mark.parametrize("write", [True, False])
+def test_every_connection_is_durable_and_checks_foreign_keys(db, write):
+    """synchronous = FULL (an acknowledged commit survives power loss) and foreign keys on."""
+
+    def settings(tx):
+        return [
+            tx.execute_sql(f"PRAGMA {name}").scalar() for name in ("synchronous", "foreign_keys")
+        ]
+
+    assert [2, 1] == db.transaction(settings, write=write)
+
+
+def test_a_failed_write_is_rolled_back_whole_as_the_engines_error(db):
+    def work(tx):
+        tx.execute_sql("INSERT INTO stat_counts VALUES ('sagas', 'k', 'waiting', 3, 0)")
+        tx.execute_sql("INSERT INTO saga_audit (saga_id) VALUES ('no such saga')")
+
+    with pytest.raises(DatabaseError) as caught:
+        db.transaction(work)
+    assert not isinstance(caught.value, sqlite3.Error)
+    assert {} == stats.collect(db)["sagas"]  # the first insert went with the rest
 
 
 @pytest.mark.parametrize("write", [True, False])

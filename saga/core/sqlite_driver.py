@@ -1,15 +1,16 @@
 """
-Read-only transactions on the embedded database, without SQLAlchemy.
+The embedded database's transactions, on the stdlib driver alone.
 
-A command that only reads (``saga stats``, ``saga purchase show``…) on SQLite
-needs nothing SQLAlchemy adds to the stdlib driver: the named queries are
-plain SQL with ``:name`` parameters, which :mod:`sqlite3` binds itself, and
-SQLAlchemy passes the values through to it untouched.  Loading SQLAlchemy
-costs more than such a command's whole work, so :class:`~saga.core.db.Database`
-runs its SQLite read transactions here (on a small pool of connections of its
-own, in WAL mode beside any writer) and builds its SQLAlchemy engine only
-when something writes.  The rows are plain dicts, which offer everything a
-row mapping does.
+The engine's named queries are plain SQL with ``:name`` parameters, which
+:mod:`sqlite3` binds itself (SQLAlchemy would pass the values through to it
+untouched), so SQLAlchemy adds nothing to a SQLite transaction but its cost:
+about as much Python per statement as SQLite's own work, and on SQLite that
+cost is paid while holding the file's one write lock, which every other
+process waits for.  So :class:`~saga.core.db.Database` runs its SQLite
+transactions here, reads and writes, on a small pool of connections
+configured once (WAL, ``synchronous = FULL``, foreign keys, the busy wait),
+and a command on the embedded database never loads SQLAlchemy.  The rows
+are plain dicts, which offer everything a row mapping does.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ class Rows:
     """
     A statement's rows and row count, read at once.
 
-    What the SQLite read path returns, and what a query of several
+    What a SQLite statement returns here, and what a query of several
     statements keeps of its first one while the others run.
     """
 
@@ -88,8 +89,8 @@ class Rows:
         """Nothing to release: the rows were read at once."""
 
 
-class ReadConnection:
-    """One thread's connection for read transactions: runs plain SQL, returns :class:`Rows`."""
+class PlainConnection:
+    """One transaction's connection: runs plain SQL, returns :class:`Rows`."""
 
     __slots__ = ("raw",)
 
@@ -101,9 +102,9 @@ class ReadConnection:
         return Rows.of_cursor(self.raw.execute(sql, dict(params)))
 
 
-class SqliteReads:
+class SqlitePool:
     """
-    The read connections of one embedded database: a small pool.
+    The connections of one embedded database: a small pool.
 
     A transaction takes an idle connection (or opens one) and gives it back;
     threads come and go (a worker's heartbeats, a server's requests) without
@@ -114,11 +115,11 @@ class SqliteReads:
         self.path = path
         self.busy_ms = busy_ms
         self.keep = keep
-        self._idle: list[ReadConnection] = []
+        self._idle: list[PlainConnection] = []
         self._lock = threading.Lock()
 
-    def acquire(self) -> ReadConnection:
-        """An idle connection, or a new one (configured as the writers' are)."""
+    def acquire(self) -> PlainConnection:
+        """An idle connection, or a new one."""
         with self._lock:
             if self._idle:
                 return self._idle.pop()
@@ -129,10 +130,15 @@ class SqliteReads:
             check_same_thread=False,  # pooled: used by one thread at a time, any thread
         )
         raw.execute(f"PRAGMA busy_timeout = {self.busy_ms:d}")
+        # WAL: readers never block the writer nor wait for it (it stays set
+        # in the file; saying it again is free).
+        raw.execute("PRAGMA journal_mode = WAL")
+        # FULL: a committed (acknowledged) transaction survives power loss too.
+        raw.execute("PRAGMA synchronous = FULL")
         raw.execute("PRAGMA foreign_keys = ON")
-        return ReadConnection(raw)
+        return PlainConnection(raw)
 
-    def release(self, conn: ReadConnection) -> None:
+    def release(self, conn: PlainConnection) -> None:
         """Give ``conn`` back (closed if enough are idle, or if it is still in a transaction)."""
         if not conn.raw.in_transaction:
             with self._lock:
