@@ -174,9 +174,16 @@ class Replayed:
     connections: int
 
 
-def replay(url: str, captured: list[Captured]) -> Replayed:
-    """Run ``captured`` on ``url`` as described in the module's docstring."""
-    return _Replay(url, captured).run()
+def replay(url: str, captured: list[Captured], *, pipelined: bool = False) -> Replayed:
+    """
+    Run ``captured`` on ``url`` as described in the module's docstring.
+
+    ``pipelined``: each transaction's statements are sent at once (psycopg's
+    pipeline mode), one round trip per transaction instead of one per
+    statement: what is left is the server's own work, the floor of any
+    client however few round trips it makes.
+    """
+    return _Replay(url, captured, pipelined=pipelined).run()
 
 
 def replay_sqlite(path: str, captured: list[Captured]) -> Replayed:
@@ -223,9 +230,10 @@ def replay_sqlite(path: str, captured: list[Captured]) -> Replayed:
 class _Replay:
     """One replay: a thread per captured connection, ordered by the capture's commits."""
 
-    def __init__(self, url: str, captured: list[Captured]) -> None:
+    def __init__(self, url: str, captured: list[Captured], *, pipelined: bool) -> None:
         self.url = url
         self.captured = captured
+        self.pipelined = pipelined
         by_commit = sorted(captured, key=lambda tx: tx.ended)
         ends = [tx.ended for tx in by_commit]
         self.rank = {id(tx): n for n, tx in enumerate(by_commit)}
@@ -274,7 +282,7 @@ class _Replay:
             for tx in txs:
                 with self.cond:
                     self.cond.wait_for(functools.partial(self._ready, tx))
-                ok = self._one(conn, tx)
+                ok = self._one(conn, tx, pipelined=self.pipelined)
                 with self.cond:
                     self.failed += not ok
                     self.finished[self.rank[id(tx)]] = True
@@ -288,21 +296,23 @@ class _Replay:
                 self.cond.notify_all()
 
     @staticmethod
-    def _one(conn: Any, tx: Captured) -> bool:
+    def _one(conn: Any, tx: Captured, *, pipelined: bool) -> bool:
+        import contextlib
+
         import psycopg
 
         try:
-            with conn.cursor() as cur:
+            with conn.pipeline() if pipelined else contextlib.nullcontext(), conn.cursor() as cur:
                 for sql, params, many in tx.statements:
                     if many:
                         cur.executemany(sql, params)
                     else:
                         cur.execute(sql, params or None)
+                if tx.committed:
+                    conn.commit()
+                else:
+                    conn.rollback()
         except psycopg.Error:
             conn.rollback()
             return False
-        if tx.committed:
-            conn.commit()
-        else:
-            conn.rollback()
         return True

@@ -20,7 +20,7 @@ import re
 from typing import TYPE_CHECKING, Final
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.dialects import sqlite
 
 if TYPE_CHECKING:
     from saga.core.db import Database, Tx
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
 # SQLite stores times as ISO 8601 text: its time columns are known by name.
 _SQLITE_TIME: Final = re.compile(r"(.*_at|.*_until|at|deadline|horizon)", re.ASCII)
 _BOOKKEEPING: Final = frozenset({"saga_migrations", "saga_component_migrations"})
+_SQLITE_NAMED: Final = sqlite.dialect(paramstyle="named")
 
 
 class SagaClock:
@@ -48,6 +49,8 @@ class SagaClock:
     def _columns(self) -> dict[str, list[str]]:
         if self._time_columns is None:
             with self.db.engine.connect() as conn:
+                # A reader: on SQLite it must not wait for the write lock.
+                conn.execution_options(sqlite_begin="DEFERRED")
                 self._time_columns = self._read_columns(conn)
         return self._time_columns
 
@@ -74,27 +77,28 @@ class SagaClock:
             raise ValueError(msg)
         shift: sa.BindParameter[float] = sa.bindparam("seconds", seconds)
         second: sa.ColumnElement[object] = sa.literal_column("interval '1 second'")
-        # Compiled here, run as the dialect's SQL with its parameters bound
-        # (SQLite's transactions do not run on SQLAlchemy).
-        dialect = (postgresql if self.db.dialect == "postgres" else sqlite).dialect(
-            paramstyle="named"
-        )
+        time_columns = self._columns()  # before the transaction: another connection reads them
 
         def move(tx: Tx) -> None:
             # The audit trail refuses updates; this transaction alone may
             # shift its times, and restores the guard before it commits.
             tx.run("testing_suspend_audit_guard")
-            for name, columns in self._columns().items():
+            for name, columns in time_columns.items():
                 table = sa.table(name, *(sa.column(c) for c in columns))
-                moves: dict[str, sa.ColumnElement[object]] = {}
-                for column in table.columns:
-                    if self.db.dialect == "postgres":
-                        moves[column.name] = column - second * shift
-                    else:
-                        moves[column.name] = sa.func.strftime(
-                            "%Y-%m-%dT%H:%M:%fZ", sa.func.julianday(column) - shift / 86400.0
-                        )
-                update = sa.update(table).values(moves).compile(dialect=dialect)
+                if self.db.dialect == "postgres":
+                    tx.conn.execute(
+                        sa.update(table).values({c: c - second * shift for c in table.columns})
+                    )
+                    continue
+                # SQLite's transactions run on the stdlib driver: the statement
+                # is compiled to its SQL, the shift bound by name.
+                moves = {
+                    c: sa.func.strftime(
+                        "%Y-%m-%dT%H:%M:%fZ", sa.func.julianday(c) - shift / 86400.0
+                    )
+                    for c in table.columns
+                }
+                update = sa.update(table).values(moves).compile(dialect=_SQLITE_NAMED)
                 tx.execute_sql(str(update), update.params)
             tx.run("testing_restore_audit_guard")
 
