@@ -8,12 +8,17 @@ import time
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
+from sqlalchemy import event
 
 from saga.codec import as_utc
+from saga.core.db import Database
+from saga.core.sqlite_driver import PlainConnection
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Iterator, Mapping
     from datetime import datetime
+
+    import pytest
 
     from saga import Engine
     from saga.core.db import Tx
@@ -206,3 +211,46 @@ def engine_on(url: str, app: Any = None) -> Iterator[Engine]:
         setup.upgrade()
     with _Engine(url, app=app) as engine:
         yield engine
+
+
+def statements_seen(db: Database, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """
+    Every statement ``db`` runs from now on, whitespace folded.
+
+    PostgreSQL's transactions run on SQLAlchemy (its events see them);
+    SQLite's on the stdlib driver (its connection's calls are watched).
+    """
+    seen: list[str] = []
+    if db.dialect == "postgres":
+        event.listen(
+            db.engine,
+            "before_cursor_execute",
+            lambda conn, cursor, statement, *rest: seen.append(" ".join(statement.split())),
+        )
+        return seen
+    execute = PlainConnection.execute
+
+    def watched(conn: PlainConnection, sql: str, params: Mapping[str, Any]) -> Any:
+        seen.append(" ".join(sql.split()))
+        return execute(conn, sql, params)
+
+    monkeypatch.setattr(PlainConnection, "execute", watched)
+    return seen
+
+
+def commits_seen(db: Database, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """One entry per transaction ``db`` commits from now on (reads included, on both dialects)."""
+    seen: list[int] = []
+    if db.dialect == "postgres":
+        event.listen(db.engine, "commit", lambda conn: seen.append(1))
+        return seen
+    once = Database._plain_once
+
+    def counted(self: Database, work: Any, *, write: bool) -> Any:
+        result = once(self, work, write=write)
+        if self is db:
+            seen.append(1)
+        return result
+
+    monkeypatch.setattr(Database, "_plain_once", counted)
+    return seen

@@ -8,20 +8,8 @@ On SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
-from sqlalchemy import event
-
 from saga import fire_in, lock_in
-
-
-def statements(engine):
-    """The statements ``engine``'s database runs from now on."""
-    seen = []
-    event.listen(
-        engine.db.engine,
-        "before_cursor_execute",
-        lambda conn, cursor, statement, *rest: seen.append(" ".join(statement.split())),
-    )
-    return seen
+from tests.helpers import statements_seen
 
 
 def purchase(engine):
@@ -29,9 +17,9 @@ def purchase(engine):
     return engine.purchases.start(operation_id="op-1", intensive_id="js-101", student_id="s-1")
 
 
-def test_a_saga_locked_twice_in_a_transaction_is_read_once(engine):
+def test_a_saga_locked_twice_in_a_transaction_is_read_once(engine, monkeypatch):
     saga_id = purchase(engine).purchase.id
-    seen = statements(engine)
+    seen = statements_seen(engine.db, monkeypatch)
     first, second = engine.db.transaction(lambda tx: (lock_in(tx, saga_id), lock_in(tx, saga_id)))
     assert first == second
     assert 1 == sum("FROM sagas WHERE id" in statement for statement in seen)
@@ -53,9 +41,9 @@ def test_a_transition_in_the_transaction_updates_the_locked_copy(engine):
     assert after == engine.sagas.get(saga_id)
 
 
-def test_each_transaction_locks_the_saga_afresh(engine):
+def test_each_transaction_locks_the_saga_afresh(engine, monkeypatch):
     saga_id = purchase(engine).purchase.id
-    seen = statements(engine)
+    seen = statements_seen(engine.db, monkeypatch)
     engine.db.transaction(lambda tx: lock_in(tx, saga_id))
     engine.db.transaction(lambda tx: lock_in(tx, saga_id))
     assert 2 == sum("FROM sagas WHERE id" in statement for statement in seen)

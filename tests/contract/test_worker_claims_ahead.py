@@ -10,13 +10,12 @@ never claims ahead.  On SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
-from sqlalchemy import event
-
 import saga.core.queue
 from saga import Apply, NewJob, enqueue_in
 from saga.core.handlers import Handlers, JobKind
 from saga.core.queue import Queue
 from saga.core.worker import Worker
+from tests.helpers import commits_seen
 
 CHAIN = 10
 
@@ -41,19 +40,12 @@ def chain_kind(stop_after=None):
     return JobKind("chain", step, queue="q"), worker_box
 
 
-def commits(engine):
-    """A list that grows by one per committed transaction of ``engine``'s database."""
-    seen = []
-    event.listen(engine.db.engine, "commit", lambda conn: seen.append(1))
-    return seen
-
-
-def test_a_chain_of_steps_costs_one_transaction_per_step(engine):
+def test_a_chain_of_steps_costs_one_transaction_per_step(engine, monkeypatch):
     """Ten chained jobs: ten completions (each claiming the next) and the first claim."""
     kind, _ = chain_kind()
     Queue(engine.db).enqueue(NewJob(id="c0", queue="q", kind="chain", payload={"n": 0}))
     worker = Worker(engine.db, Handlers([kind]), listen=False, batch=1, poll_interval=0.05)
-    seen = commits(engine)
+    seen = commits_seen(engine.db, monkeypatch)
     report = worker.run(burst=True)
     assert (CHAIN, CHAIN) == (report.claimed, report.done)
     assert CHAIN + 1 == len(seen)
