@@ -8,22 +8,10 @@ else.  Errors go to stderr; ``--json`` output goes to stdout.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
-from saga.cli import (
-    catalogue,
-    chaos,
-    demo,
-    events,
-    instances,
-    messages,
-    misc,
-    ops,
-    purchase,
-    queue,
-    retention,
-)
 from saga.cli.common import (
     EXIT_ERROR,
     Command,
@@ -35,9 +23,71 @@ from saga.cli.common import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+# The modules that register commands, in the order ``--help`` lists them.
+MODULES: Final = (
+    "misc",
+    "catalogue",
+    "purchase",
+    "instances",
+    "messages",
+    "queue",
+    "events",
+    "retention",
+    "ops",
+    "demo",
+    "chaos",
+)
+# Each top-level command and its module: a command builds only its own
+# module's parsers (building every command's costs more than a short
+# command's whole work); ``--help`` and anything unknown build them all.
+COMMAND_MODULES: Final = {
+    "db": "misc",
+    "diagram": "misc",
+    "intensive": "catalogue",
+    "purchase": "purchase",
+    "instances": "instances",
+    "explain": "instances",
+    "messages": "messages",
+    "worker": "queue",
+    "stats": "queue",
+    "dlq": "queue",
+    "relay": "events",
+    "consume": "events",
+    "outbox": "events",
+    "prune": "retention",
+    "webhook": "ops",
+    "recon": "ops",
+    "sandbox": "ops",
+    "verify": "ops",
+    "console": "ops",
+    "operator": "ops",
+    "demo": "demo",
+    "chaos": "chaos",
+}
+# The top-level options that take a value (which is not the command).
+_VALUED: Final = frozenset({"--db", "--sandbox-db", "--app", "--log-level"})
 
-def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
-    """The argument parser and the command behind each subcommand path."""
+
+def invoked_module(argv: Sequence[str]) -> str | None:
+    """The module of the command ``argv`` names, or ``None`` (no command, or an unknown one)."""
+    words = iter(argv)
+    for word in words:
+        if word in _VALUED:
+            next(words, None)
+        elif word == "--" or not word.startswith("-"):
+            return COMMAND_MODULES.get(word)
+    return None
+
+
+def build_parser(
+    argv: Sequence[str] | None = None,
+) -> tuple[argparse.ArgumentParser, dict[str, Command]]:
+    """
+    The argument parser and the command behind each subcommand path.
+
+    With ``argv``, only the parsers of the command it names (all of them if
+    it names none); without, every command's.
+    """
     parser = argparse.ArgumentParser(
         prog="saga",
         description="Saga orchestration engine: persisted state machines in SQL.",
@@ -46,27 +96,17 @@ def build_parser() -> tuple[argparse.ArgumentParser, dict[str, Command]]:
     add_common_options(parser, top_level=True)
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     commands: dict[str, Command] = {}
-    modules = (
-        misc,
-        catalogue,
-        purchase,
-        instances,
-        messages,
-        queue,
-        events,
-        retention,
-        ops,
-        demo,
-        chaos,
-    )
-    for module in modules:
-        commands.update(module.register(subparsers))
+    module = None if argv is None else invoked_module(argv)
+    for name in MODULES if module is None else (module,):
+        commands.update(importlib.import_module(f"saga.cli.{name}").register(subparsers))
     return parser, commands
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``saga`` command line; returns the exit code."""
-    parser, commands = build_parser()
+    if argv is None:
+        argv = sys.argv[1:]
+    parser, commands = build_parser(argv)
     try:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # usage errors (2) and --help (0), already printed by argparse

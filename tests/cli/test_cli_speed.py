@@ -5,12 +5,15 @@ the embedded database needs no SQLAlchemy.
 
 from __future__ import annotations
 
+import argparse
 import ast
+import importlib
 import subprocess
 import sys
 
 import pytest
 
+from saga.cli import COMMAND_MODULES, MODULES, invoked_module, main
 from saga.cli.queue import MAX_WORKERS
 from saga.core.supervisor import MAX_CONCURRENCY
 from tests.helpers import engine_on
@@ -26,15 +29,18 @@ def test_the_worker_help_names_the_supervisors_limit():
     assert MAX_CONCURRENCY == MAX_WORKERS
 
 
-def _loaded_after(args: list[str]) -> list[str]:
+HEAVY = ("sqlalchemy", "psycopg", "pika", "structlog", "tqdm")
+
+
+def _loaded_after(args: list[str], watched: tuple[str, ...] = HEAVY) -> list[str]:
+    """Which of the ``watched`` modules ``saga ARGS`` imported."""
     code = (
         "import sys\n"
         "from saga.cli import main\n"
         "try:\n"
         f"    main({args!r})\n"
         "finally:\n"
-        "    heavy = {'sqlalchemy', 'psycopg', 'pika', 'structlog', 'tqdm'} & set(sys.modules)\n"
-        "    print(sorted(heavy))\n"
+        f"    print(sorted(set({watched!r}) & set(sys.modules)))\n"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, check=False, timeout=60
@@ -76,3 +82,40 @@ def test_a_command_on_postgres_loads_sqlalchemy_and_psycopg(postgres_url):
     """The other side: the checks above would notice a SQLite path that lost the split."""
     loaded = _loaded_after(["db", "upgrade", "--db", postgres_url])
     assert {"sqlalchemy", "psycopg"} <= set(loaded)
+
+
+def test_every_command_is_in_the_table_with_the_module_that_registers_it():
+    found = {}
+    for name in MODULES:
+        subparsers = argparse.ArgumentParser().add_subparsers()
+        importlib.import_module(f"saga.cli.{name}").register(subparsers)
+        found.update(dict.fromkeys(subparsers.choices, name))
+    assert found == COMMAND_MODULES
+
+
+@pytest.mark.parametrize(
+    ("argv", "module"),
+    [
+        (["stats"], "queue"),
+        (["--db", "sqlite:///x.db", "--json", "purchase", "show", "p"], "purchase"),
+        (["--log-level", "debug", "--db=sqlite:///stats", "verify"], "ops"),
+        (["--app", "stats", "demo"], "demo"),  # an option's value is not the command
+        (["--help"], None),
+        (["no-such-command"], None),
+        ([], None),
+    ],
+)
+def test_the_invoked_commands_module_is_found_before_parsing(argv, module):
+    assert module == invoked_module(argv)
+
+
+def test_a_command_builds_only_its_own_parsers(small_db):
+    url, purchase_id = small_db
+    others = tuple(f"saga.cli.{name}" for name in MODULES if name != "purchase")
+    assert [] == _loaded_after(["purchase", "show", purchase_id, "--db", url], others)
+
+
+def test_help_still_lists_every_command(capsys):
+    assert 0 == main(["--help"])
+    listed = capsys.readouterr().out
+    assert all(f"    {name}" in listed for name in COMMAND_MODULES)
