@@ -8,10 +8,12 @@ every one is confirmed with access granted; the provider answers at once
 purchases/s end to end, acceptance rate, accept-to-access latency p50/p99
 (database clock), transactions per purchase (counted by PostgreSQL's
 ``pg_stat_database``, the bench's own polling subtracted), peak worker RSS.
-In the same run: the floor (pgbench, one single-row UPDATE per transaction,
-one row per client, K clients; SQLite: a plain ``sqlite3`` loop of the same),
-and DBOS Transact running the same four steps (``dbos_flow.py``) with K
-worker processes on the same server.  Medians of ``--runs``.
+In the same run: the floors (pgbench, one single-row UPDATE per transaction,
+one row per client, K clients; SQLite: a plain ``sqlite3`` loop of the same;
+and the engine's own statements replayed without it, ``replay.py``: on
+PostgreSQL as captured and pipelined, on SQLite in a plain ``sqlite3``
+loop), and DBOS Transact running the same four steps (``dbos_flow.py``)
+with K worker processes on the same server.  Medians of ``--runs``.
 
     bench/saga/run [--purchases 1000] [--workers 2] [--runs 3]
 """
@@ -506,7 +508,7 @@ def report(results: dict[str, Any]) -> None:
         ]
         print(f"{name:<28}" + "".join(f"{c:>10}" for c in cells))
     print(
-        "tx, stmts: per purchase, counted in the engine's processes (SQLAlchemy events); "
+        "tx, stmts: per purchase, counted in the engine's processes; "
         "server tx: counted by PostgreSQL (pg_stat_database), with the one each listening "
         "session runs per notification it receives"
     )
