@@ -69,14 +69,26 @@ _VALUED: Final = frozenset({"--db", "--sandbox-db", "--app", "--log-level"})
 
 
 def invoked_module(argv: Sequence[str]) -> str | None:
-    """The module of the command ``argv`` names, or ``None`` (no command, or an unknown one)."""
+    """
+    The module of the command ``argv`` names, or ``None``.
+
+    ``None`` for no command, an unknown one, or help asked for before the
+    command (it lists every command).  An option that takes a value may be
+    abbreviated, as argparse allows: its value is never the command.
+    """
     words = iter(argv)
     for word in words:
-        if word in _VALUED:
+        if word in ("-h", "--help"):
+            return None
+        if word.startswith("--") and "=" not in word and _takes_value(word):
             next(words, None)
         elif word == "--" or not word.startswith("-"):
             return COMMAND_MODULES.get(word)
     return None
+
+
+def _takes_value(option: str) -> bool:
+    return len(option) > 2 and any(valued.startswith(option) for valued in _VALUED)
 
 
 def build_parser(

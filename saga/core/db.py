@@ -532,6 +532,8 @@ class Database:
         except Exception as exc:
             if not is_database_error(exc):
                 raise
+            if not is_transient(exc):
+                raise translate(exc) from exc
             # Still locked (or still conflicting) after the whole wait.
             raise self._gave_up(exc, time.monotonic() - started) from exc
         raise AssertionError("unreachable: tenacity either returns or reraises")  # pragma: no cover
@@ -571,7 +573,12 @@ class Database:
     def _plain_once(self, work: Callable[[Tx], T], *, write: bool) -> T:
         """A transaction on SQLite, on the stdlib driver (see the module's docstring)."""
         assert self._pool is not None  # noqa: S101 - only called on SQLite
-        conn = self._pool.acquire()
+        try:
+            conn = self._pool.acquire()
+        except sqlite3.Error as exc:  # a file that cannot be opened, or is not a database
+            if is_transient(exc):
+                raise
+            raise translate(exc) from exc
         tx = _PlainTx(cast("Connection", conn), self)
         try:
             # A writer takes the write lock up front, waits on the busy

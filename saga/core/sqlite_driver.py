@@ -36,6 +36,8 @@ def plain_sqlite_file(url: str) -> str | None:
     path = match["path"]
     if path == ":memory:" or path.startswith("file:"):
         return None  # refused, with its reason, by the full parser
+    if "%" in path:
+        return None  # percent-encoded: the full parser decodes it
     return path
 
 
@@ -129,13 +131,17 @@ class SqlitePool:
             isolation_level=None,  # BEGIN and COMMIT are said explicitly
             check_same_thread=False,  # pooled: used by one thread at a time, any thread
         )
-        raw.execute(f"PRAGMA busy_timeout = {self.busy_ms:d}")
-        # WAL: readers never block the writer nor wait for it (it stays set
-        # in the file; saying it again is free).
-        raw.execute("PRAGMA journal_mode = WAL")
-        # FULL: a committed (acknowledged) transaction survives power loss too.
-        raw.execute("PRAGMA synchronous = FULL")
-        raw.execute("PRAGMA foreign_keys = ON")
+        try:
+            raw.execute(f"PRAGMA busy_timeout = {self.busy_ms:d}")
+            # WAL: readers never block the writer nor wait for it (it stays
+            # set in the file; saying it again is free).
+            raw.execute("PRAGMA journal_mode = WAL")
+            # FULL: a committed (acknowledged) transaction survives power loss too.
+            raw.execute("PRAGMA synchronous = FULL")
+            raw.execute("PRAGMA foreign_keys = ON")
+        except BaseException:  # not a database, or locked while turning WAL on
+            raw.close()
+            raise
         return PlainConnection(raw)
 
     def release(self, conn: PlainConnection) -> None:

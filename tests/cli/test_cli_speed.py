@@ -100,7 +100,11 @@ def test_every_command_is_in_the_table_with_the_module_that_registers_it():
         (["--db", "sqlite:///x.db", "--json", "purchase", "show", "p"], "purchase"),
         (["--log-level", "debug", "--db=sqlite:///stats", "verify"], "ops"),
         (["--app", "stats", "demo"], "demo"),  # an option's value is not the command
+        (["--ap", "demo", "worker"], "queue"),  # an abbreviated option takes its value too
+        (["--json", "--sandbox", "x", "stats"], "queue"),
         (["--help"], None),
+        (["-h", "worker"], None),  # help before the command lists every command
+        (["--json", "--help", "stats"], None),
         (["no-such-command"], None),
         ([], None),
     ],

@@ -18,7 +18,7 @@ import pytest
 from saga import Engine
 from saga.core import stats
 from saga.core.db import Database
-from saga.exceptions import DatabaseError
+from saga.exceptions import DatabaseBusy, DatabaseError, DatabaseUnavailable
 
 
 @pytest.fixture
@@ -125,3 +125,36 @@ def test_a_connection_that_keeps_dropping_ends_in_database_unavailable(sqlite_ur
             flaky.transaction(work, write=write)
     finally:
         flaky.dispose()
+
+
+@pytest.mark.parametrize("write", [True, False])
+def test_a_file_that_cannot_be_opened_is_unavailable_not_busy(tmp_path, write):
+    missing = Database(f"sqlite:///{tmp_path}/no/such/dir/saga.db", lock_wait=5)
+    try:
+        with pytest.raises(DatabaseUnavailable, match="cannot open the SQLite file"):
+            missing.transaction(lambda tx: tx.scalar("db_now"), write=write)
+    finally:
+        missing.dispose()
+
+
+@pytest.mark.parametrize("write", [True, False])
+def test_a_file_that_is_not_a_database_is_said_so_at_once(tmp_path, write):
+    (tmp_path / "notes.db").write_text("not a database, " * 512)
+    other = Database(f"sqlite:///{tmp_path}/notes.db", lock_wait=5)
+    try:
+        with pytest.raises(DatabaseError, match="not a database") as caught:
+            other.transaction(lambda tx: tx.scalar("db_now"), write=write)
+        assert not isinstance(caught.value, DatabaseBusy)
+    finally:
+        other.dispose()
+
+
+def test_a_percent_encoded_file_name_is_the_decoded_file(tmp_path):
+    """As SQLAlchemy reads the URL: the engine and a tool on `db.engine` see one file."""
+    encoded = Database(f"sqlite:///{tmp_path}/my%20saga.db")
+    try:
+        encoded.transaction(lambda tx: tx.scalar("db_now"))
+        assert ["my saga.db"] == sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".db")
+        assert encoded.sqlite_path == tmp_path / "my saga.db"
+    finally:
+        encoded.dispose()
