@@ -23,6 +23,9 @@ TRANSIENT_SQLSTATES: Final = frozenset(
         "55P03",  # lock_not_available
     }
 )
+# SQLSTATEs of a session the server ended (an administrator, a crash, a
+# restart): the database is unavailable, whatever the statement was.
+ENDED_SQLSTATES: Final = frozenset({"57P01", "57P02", "57P03"})
 
 
 def is_database_error(exc: BaseException) -> bool:
@@ -60,6 +63,12 @@ def translate(exc: Exception) -> DatabaseError:
         diag = orig.diag
         if isinstance(orig, psycopg.OperationalError) and orig.sqlstate is None:
             return DatabaseUnavailable(f"cannot reach PostgreSQL: {str(orig).strip()}")
+        sqlstate = orig.sqlstate or ""
+        if sqlstate in ENDED_SQLSTATES or sqlstate.startswith("08"):  # 08: connection exception
+            return DatabaseUnavailable(
+                f"PostgreSQL ended the session: {str(orig).strip().splitlines()[0]}",
+                sqlstate=sqlstate,
+            )
         return DatabaseError(
             str(orig).strip().splitlines()[0],
             sqlstate=orig.sqlstate,

@@ -56,6 +56,8 @@ class FleetReport:
     restarted: int = 0
     crash_points: Counter[str] = field(default_factory=Counter)
     other_exits: Counter[int] = field(default_factory=Counter)
+    # What the processes that crashed (exit 70) raised: each traceback's last line.
+    crashes: Counter[str] = field(default_factory=Counter)
 
 
 class WorkerFleet:
@@ -211,9 +213,11 @@ class WorkerFleet:
     def _drain(self) -> None:
         while True:
             try:
-                self._reports.get_nowait()
+                sent = self._reports.get_nowait()
             except queue_module.Empty:
                 return
+            if sent.get("crash"):
+                self.report.crashes[_raised(str(sent["crash"]))] += 1
 
     def stop(self, *, timeout: float = 60.0) -> None:
         """SIGTERM every worker (a graceful stop), SIGKILL those still running after ``timeout``."""
@@ -235,3 +239,9 @@ class WorkerFleet:
         """Stop the workers and remove the crash reports."""
         self.stop()
         self._dir.cleanup()
+
+
+def _raised(trace: str) -> str:
+    """The exception a traceback ends with: its last line that is not indented."""
+    lines = [line for line in trace.splitlines() if line.strip() and not line[0].isspace()]
+    return lines[-1] if lines else trace.strip()

@@ -26,6 +26,7 @@ from saga.core.faults import crash_point
 from saga.core.handlers import Apply, Handlers, JobKind, error_text
 from saga.core.logs import get_logger
 from saga.core.queue import DEFAULT_LEASE_SECONDS, Claimed, ClaimSpec, Done, Job, Queue, claim_in
+from saga.exceptions import DatabaseUnavailable
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator, Sequence
@@ -152,6 +153,7 @@ class Worker:
         self._in_hand: dict[str, Job] = {}
         self._running: dict[str, float] = {}  # job id -> when its handler started
         self._lost: set[str] = set()
+        self._unavailable = 0  # claims the database dropped in a row
         self._guard = threading.Lock()
         self._log = log.bind(worker=self.name)
 
@@ -174,7 +176,13 @@ class Worker:
         try:
             with self._heartbeat(), self._listener() as wait:
                 while not self.stopping:
-                    if self.run_once() + self._poll():
+                    try:
+                        claimed = self.run_once()
+                    except DatabaseUnavailable as exc:
+                        self._database_lost(exc, wait)
+                        continue
+                    self._unavailable = 0
+                    if claimed + self._poll():
                         continue
                     if burst:
                         break
@@ -187,6 +195,21 @@ class Worker:
             self._fold = False
         self._log.info("worker_stopped", **self.report.as_dict())
         return self.report
+
+    def _database_lost(self, exc: DatabaseUnavailable, wait: Callable[[float], None]) -> None:
+        """
+        A claim the database dropped: wait (backing off) and claim again.
+
+        Its outcome is unknown: if it committed, the jobs' leases run out and
+        the next rescue hands them back, so nothing is lost by going on, and
+        a worker that died instead would only be started again.
+        """
+        self._unavailable += 1
+        pause = min(30.0, self.poll_interval * 2 ** min(self._unavailable, 10))
+        self._log.warning(
+            "database_unavailable", error=str(exc), attempt=self._unavailable, retry_in_s=pause
+        )
+        wait(pause)
 
     def run_once(self) -> int:
         """Claim one batch and run it; the number of jobs claimed."""

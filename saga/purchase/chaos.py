@@ -344,6 +344,8 @@ def _report(engine: Engine, run: _Run, options: ChaosOptions, *, seconds: float)
     }
     if fleet.other_exits:
         faults["unexpected_worker_exits"] = {str(k): v for k, v in fleet.other_exits.items()}
+    if fleet.crashes:
+        faults["worker_crashes"] = dict(fleet.crashes.most_common())
     ok = verdict.ok and not any(zero.values()) and run.settled and not run.clients.violations
     return {
         "run": run.plan.run,

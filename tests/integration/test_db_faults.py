@@ -280,8 +280,13 @@ def test_a_pooled_connection_the_server_ended_is_replaced_and_the_work_runs_once
 
 
 def test_a_connection_lost_after_the_first_statement_is_never_run_again(postgres_url):
-    """Something may have run (even committed): the transaction is not repeated, it fails."""
-    from saga.exceptions import DatabaseError
+    """
+    Something may have run (even committed): the transaction is not repeated, it fails.
+
+    As the database being unavailable (the session was ended), which a worker
+    waits out instead of dying.
+    """
+    from saga.exceptions import DatabaseUnavailable
 
     with Engine(postgres_url, check_schema=False) as setup:
         setup.upgrade()
@@ -295,6 +300,6 @@ def test_a_connection_lost_after_the_first_statement_is_never_run_again(postgres
             admin.execute("SELECT pg_terminate_backend(%s)", (pid,))
         return tx.scalar("db_now")
 
-    with Engine(postgres_url) as engine, pytest.raises(DatabaseError):
+    with Engine(postgres_url) as engine, pytest.raises(DatabaseUnavailable):
         engine.db.transaction(work)
     assert 1 == len(calls)
