@@ -179,6 +179,8 @@ class Worker:
                     try:
                         claimed = self.run_once()
                     except DatabaseUnavailable as exc:
+                        if burst:  # asked to finish what is due: say it could not
+                            raise
                         self._database_lost(exc, wait)
                         continue
                     self._unavailable = 0

@@ -4,12 +4,16 @@ Contract: a claim the database dropped does not end the worker.
 The claim's outcome is unknown (if it committed, the leases run out and the
 rescue hands the jobs back), so the worker waits, backing off, and claims
 again; only the database being unavailable is taken so: any other error
-still ends the process, for the supervisor to start a fresh one.  On SQLite
+still ends the process, for the supervisor to start a fresh one, and a
+burst run (finish what is due, then exit) says it could not.  On SQLite
 and on PostgreSQL (the real session ended by PostgreSQL: tests/integration/
 test_db_faults.py, and `saga chaos`' end_sessions).
 """
 
 from __future__ import annotations
+
+import threading
+import time
 
 import pytest
 
@@ -42,15 +46,31 @@ def _worker(engine):
     return Worker(engine.db, Handlers([kind]), listen=False, poll_interval=0.01)
 
 
+DROPPED = DatabaseUnavailable("PostgreSQL ended the session", sqlstate="57P01")
+
+
 def test_a_worker_whose_claim_was_dropped_claims_again_and_works(engine, monkeypatch):
     worker = _worker(engine)
-    calls = _failing_first(
-        monkeypatch, DatabaseUnavailable("PostgreSQL ended the session", sqlstate="57P01")
-    )
-    report = worker.run(burst=True)
-    assert 1 == report.done
-    assert len(calls) >= 2
+    calls = _failing_first(monkeypatch, DROPPED)
+    running = threading.Thread(target=worker.run)
+    running.start()
+    try:
+        deadline = time.monotonic() + 60  # a bound for a hung worker, not a speed
+        while Queue(engine.db).get("j1").state != "done" and running.is_alive():
+            assert time.monotonic() < deadline, "the worker never claimed again"
+            time.sleep(0.01)
+    finally:
+        worker.stop()
+        running.join()
     assert "done" == Queue(engine.db).get("j1").state
+    assert len(calls) >= 2
+
+
+def test_a_burst_run_says_the_database_dropped_its_claim(engine, monkeypatch):
+    worker = _worker(engine)
+    _failing_first(monkeypatch, DROPPED)
+    with pytest.raises(DatabaseUnavailable):
+        worker.run(burst=True)
 
 
 def test_any_other_database_error_still_ends_the_worker(engine, monkeypatch):
