@@ -18,9 +18,6 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-import psycopg
-from psycopg import sql
-
 from saga.core import metrics
 from saga.core.faults import crash_point
 from saga.core.handlers import Apply, Handlers, JobKind, error_text
@@ -37,7 +34,6 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 log = get_logger(__name__)
 
-CHANNEL: Final = "saga_jobs"
 # The exit code of a worker process that ended itself because a handler hung
 # past its timeout (EX_TEMPFAIL: the supervisor starts a fresh one).
 EXIT_STUCK: Final = 75
@@ -627,7 +623,9 @@ class Worker:
         if not self.listen:
             yield self._stopping.wait
             return
-        listener = _Listener(
+        from saga.core.listener import JobListener  # noqa: PLC0415 - PostgreSQL only
+
+        listener = JobListener(
             self.db.url.set(drivername="postgresql").render_as_string(hide_password=False),
             stopping=self._stopping,
             log=self._log,
@@ -637,68 +635,3 @@ class Worker:
             yield listener.wait
         finally:
             listener.close()
-
-
-class _Listener:
-    """
-    ``LISTEN saga_jobs`` on a connection of its own, with polling as the fallback.
-
-    A dropped connection (a restarted server, ``pg_terminate_backend``) is
-    logged and reconnected on the next wait; until then the worker polls, so
-    it never dies for want of a notification.
-    """
-
-    def __init__(
-        self, conninfo: str, *, stopping: threading.Event, log: Any, application_name: str
-    ) -> None:
-        self.conninfo = conninfo
-        self.application_name = application_name
-        self.stopping = stopping
-        self.log = log
-        self.conn: psycopg.Connection[Any] | None = None
-        self._connect()
-
-    def _connect(self) -> None:
-        try:
-            conn = psycopg.connect(
-                self.conninfo,
-                autocommit=True,
-                connect_timeout=10,
-                application_name=self.application_name,
-            )
-            conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(CHANNEL)))
-        except psycopg.Error as exc:
-            self.log.warning("listen_unavailable", error=str(exc).strip(), fallback="polling")
-            self.conn = None
-            return
-        self.conn = conn
-
-    def wait(self, timeout: float) -> None:
-        """Wake on the first notification, or after ``timeout``; a stop is seen within 1 s."""
-        if self.conn is None:
-            self._connect()
-        deadline = time.monotonic() + timeout
-        while not self.stopping.is_set():
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                return
-            if self.conn is None:
-                self.stopping.wait(min(1.0, remaining))
-                continue
-            try:
-                notified = any(
-                    True for _ in self.conn.notifies(timeout=min(1.0, remaining), stop_after=1)
-                )
-            except psycopg.Error as exc:
-                self.log.warning("listen_lost", error=str(exc).strip(), fallback="polling")
-                self.close()
-                return  # poll now: work may have come while the connection was down
-            if notified:
-                return
-
-    def close(self) -> None:
-        """Close the listening connection, if any."""
-        if self.conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                self.conn.close()
-            self.conn = None
