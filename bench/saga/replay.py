@@ -46,11 +46,16 @@ class Captured:
     ended: int = 0
     committed: bool = False
     statements: list[tuple[str, Any, bool]] = field(default_factory=list)  # sql, params, many
-    write: bool = True  # on SQLite: BEGIN IMMEDIATE (SQLAlchemy's) or a plain BEGIN (a read)
+    write: bool = True  # on SQLite: opened BEGIN IMMEDIATE (a write) or BEGIN (a read)
 
 
 class Recorder:
-    """Keeps every transaction one SQLAlchemy engine runs, while ``recording``."""
+    """
+    Keeps every transaction one database runs, while ``recording``.
+
+    PostgreSQL's through its SQLAlchemy engine's events (``sa_engine``);
+    SQLite's through the engine's connection pool (:meth:`watch_pool`).
+    """
 
     def __init__(self, sa_engine: Any = None) -> None:
         self.recording = True

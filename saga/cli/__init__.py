@@ -23,23 +23,10 @@ from saga.cli.common import (
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-# The modules that register commands, in the order ``--help`` lists them.
-MODULES: Final = (
-    "misc",
-    "catalogue",
-    "purchase",
-    "instances",
-    "messages",
-    "queue",
-    "events",
-    "retention",
-    "ops",
-    "demo",
-    "chaos",
-)
-# Each top-level command and its module: a command builds only its own
-# module's parsers (building every command's costs more than a short
-# command's whole work); ``--help`` and anything unknown build them all.
+# Each top-level command and its module, modules in the order ``--help``
+# lists them: a command builds only its own module's parsers (building every
+# command's costs more than a short command's whole work); ``--help`` and
+# anything unknown build them all.
 COMMAND_MODULES: Final = {
     "db": "misc",
     "diagram": "misc",
@@ -64,6 +51,7 @@ COMMAND_MODULES: Final = {
     "demo": "demo",
     "chaos": "chaos",
 }
+MODULES: Final = tuple(dict.fromkeys(COMMAND_MODULES.values()))
 # The top-level options that take a value (which is not the command).
 _VALUED: Final = frozenset({"--db", "--sandbox-db", "--app", "--log-level"})
 

@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from saga.cli import COMMAND_MODULES, MODULES, invoked_module, main
+from saga.cli import _VALUED, COMMAND_MODULES, MODULES, invoked_module, main
+from saga.cli.common import add_common_options
 from saga.cli.queue import MAX_WORKERS
 from saga.core.supervisor import MAX_CONCURRENCY
 from tests.helpers import engine_on
@@ -123,3 +124,10 @@ def test_help_still_lists_every_command(capsys):
     assert 0 == main(["--help"])
     listed = capsys.readouterr().out
     assert all(f"    {name}" in listed for name in COMMAND_MODULES)
+
+
+def test_the_options_taken_for_values_are_the_top_level_ones_that_take_one():
+    probe = argparse.ArgumentParser(add_help=False)
+    add_common_options(probe, top_level=True)
+    valued = {s for action in probe._actions if action.nargs != 0 for s in action.option_strings}
+    assert valued == _VALUED

@@ -13,7 +13,6 @@ test_db_faults.py, and `saga chaos`' end_sessions).
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
@@ -40,8 +39,15 @@ def _failing_first(monkeypatch, error):
     return calls
 
 
-def _worker(engine):
-    kind = JobKind("noop", lambda job: {"ran": job.id}, queue="q")
+def _worker(engine, ran=None):
+    """A worker with one job to run; ``ran`` is set when its handler runs."""
+
+    def handler(job):
+        if ran is not None:
+            ran.set()
+        return {"ran": job.id}
+
+    kind = JobKind("noop", handler, queue="q")
     Queue(engine.db).enqueue(NewJob(id="j1", queue="q", kind="noop", payload={}))
     return Worker(engine.db, Handlers([kind]), listen=False, poll_interval=0.01)
 
@@ -50,17 +56,23 @@ DROPPED = DatabaseUnavailable("PostgreSQL ended the session", sqlstate="57P01")
 
 
 def test_a_worker_whose_claim_was_dropped_claims_again_and_works(engine, monkeypatch):
-    worker = _worker(engine)
+    ran = threading.Event()
+    worker = _worker(engine, ran)
     calls = _failing_first(monkeypatch, DROPPED)
-    running = threading.Thread(target=worker.run)
+
+    def run():
+        try:
+            worker.run()
+        finally:
+            ran.set()  # a worker that died is a signal too: the job is not done then
+
+    running = threading.Thread(target=run)
     running.start()
     try:
-        deadline = time.monotonic() + 60  # a bound for a hung worker, not a speed
-        while Queue(engine.db).get("j1").state != "done" and running.is_alive():
-            assert time.monotonic() < deadline, "the worker never claimed again"
-            time.sleep(0.01)
+        # A bound for a hung worker, not a speed: the handler running is the signal.
+        assert ran.wait(timeout=60), "the worker never claimed again"
     finally:
-        worker.stop()
+        worker.stop()  # after the job in hand is completed
         running.join()
     assert "done" == Queue(engine.db).get("j1").state
     assert len(calls) >= 2
