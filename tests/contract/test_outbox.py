@@ -7,6 +7,7 @@ import json
 import pytest
 
 from saga import Consumer, Emit, Engine, Event, Registry, Relay, Subscribers, verify
+from saga.core.backoff import Backoff
 from saga.core.outbox import replay_dead
 from saga.exceptions import ApplicationError, PublishFailed
 from tests.helpers import engine_on, execute, rows, scalar
@@ -76,6 +77,14 @@ class Collect:
         if self.failing:
             raise ConnectionError("subscriber down")
         self.events.append(event)
+
+
+class FixedBackoff(Backoff):
+    """An hour, always (the relay's own backoff jitters down to zero)."""
+
+    def delay(self, attempt: int) -> float:
+        del attempt
+        return 3600.0
 
 
 def relay_to(engine, subscriber, pattern="#", **options):
@@ -197,7 +206,8 @@ def test_a_failed_publication_waits_with_backoff_and_holds_back_the_sagas_later_
     orders.sagas.fire(saga_id, "pay", actor="test")
     got = Collect()
     got.failing = True
-    relay = relay_to(orders, got)
+    # Full jitter may draw a delay near zero: a fixed one keeps the test off the clock.
+    relay = relay_to(orders, got, backoff=FixedBackoff())
     assert 1 == relay.poll()
     first = outbox(orders)[0]
     assert (first["published_at"], first["errors"]) == (None, 1)
