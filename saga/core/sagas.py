@@ -79,6 +79,22 @@ TimeoutPayload = Callable[[Context, SagaRecord, str], Mapping[str, Any]]
 StepKinds = Callable[[Context], "Sequence[JobKind]"]
 
 
+class Starter(Protocol):
+    """
+    A kind's own way of starting a saga from a client's request.
+
+    For kinds whose data is more than the request (the purchase takes its
+    price from the catalogue and holds a seat): ``saga instances start``
+    calls it instead of starting the saga with the request as its data.  It
+    refuses a request it does not take with :class:`~saga.exceptions.InvalidInput`.
+    """
+
+    def __call__(
+        self, engine: Context, *, operation_id: str, request: Mapping[str, Any], actor: str
+    ) -> Started:
+        """Start (or find again) the saga of ``operation_id``."""
+
+
 def _nothing_more(tx: Tx, started: Started) -> None:
     del tx, started
 
@@ -107,6 +123,7 @@ class SagaType:
     timeout_payload: TimeoutPayload = _no_payload
     steps: Mapping[str, Step] | StepKinds | None = None
     emits: tuple[Emit, ...] = ()
+    starter: Starter | None = None
     # The attempts of the job kinds running its actions, by action, learnt
     # from the kinds an engine built (a factory's kinds exist only for an
     # engine): a job is accepted with its kind's figure, not a default.
@@ -166,6 +183,7 @@ class Registry:
         timeout_payload: TimeoutPayload = _no_payload,
         steps: Mapping[str, Step] | StepKinds | None = None,
         emits: Sequence[Emit] = (),
+        starter: Starter | None = None,
     ) -> SagaType:
         """
         Register ``machine`` with the steps running its actions.
@@ -173,6 +191,8 @@ class Registry:
         ``steps`` maps each action its states list to a :class:`Step`, or is
         a function of the engine returning the job kinds (one per action).
         ``emits`` are the events its transitions write to the outbox.
+        ``starter`` is the kind's own way of starting one from a request
+        (``saga instances start``); without it the request is the saga's data.
         Each step's ``max_attempts`` is its limit; ``max_attempts`` here is an
         optional ceiling over all of them, and a step asking for more than it
         is refused by the application check (never capped silently).
@@ -190,6 +210,7 @@ class Registry:
             timeout_payload=timeout_payload,
             steps=steps,
             emits=tuple(emits),
+            starter=starter,
         )
         self._types[key] = saga_type
         return saga_type
