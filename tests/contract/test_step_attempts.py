@@ -18,6 +18,7 @@ from saga.core.supervisor import builtin_handlers
 from saga.core.worker import Worker
 from saga.exceptions import ApplicationError
 from steps.errors import TransientError
+from tests.approval_app import app as approval_app
 from tests.approval_app import approval
 from tests.helpers import engine_on, make_due, rows
 
@@ -115,5 +116,12 @@ def test_a_ceiling_at_or_above_the_step_is_accepted(sqlite_url):
     """A ceiling the steps stay under changes nothing: the step's figure is kept."""
     app = approvals({"notify_reviewer": Step(Flaky(), max_attempts=5)}, max_attempts=5)
     with engine_on(sqlite_url, app) as engine:
+        engine.sagas.start("approval", operation_id="doc-1", request={})
+        assert 5 == step_job(engine)["max_attempts"]
+
+
+def test_the_readmes_approval_step_is_accepted_with_its_five_attempts(db_url):
+    """The README's own example (tests/approval_app.py): Step(max_attempts=5) alone suffices."""
+    with engine_on(db_url, approval_app) as engine:
         engine.sagas.start("approval", operation_id="doc-1", request={})
         assert 5 == step_job(engine)["max_attempts"]
