@@ -1,4 +1,4 @@
-"""``saga instances list|show|fire|cancel``: any saga of any registered kind."""
+"""``saga instances start|list|show|fire|cancel``: any saga of any registered kind."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ FLAGS = {
     "actor": "--actor",
     "reason": "--reason",
 }
+START_FLAGS = {**FLAGS, "kind": "KIND", "operation_id": "--operation-id", "request": "--request"}
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
@@ -27,9 +28,27 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     group = subparsers.add_parser("instances", help="sagas of any kind the application registers")
     commands = group.add_subparsers(dest="action", metavar="ACTION", required=True)
 
+    start = commands.add_parser(
+        "start", help="start a saga of KIND; the same --operation-id and request find it again"
+    )
+    start.add_argument("kind", metavar="KIND", help="the saga kind, one the application registers")
+    start.add_argument(
+        "--operation-id",
+        required=True,
+        metavar="ID",
+        help="idempotency key chosen by the client (another request under it: exit 3)",
+    )
+    start.add_argument(
+        "--request",
+        default="{}",
+        metavar="JSON",
+        help="what the saga is started with, a JSON object (default: {})",
+    )
+    add_common_options(start, top_level=False)
+
     listing = commands.add_parser("list", help="sagas, newest first")
     listing.add_argument("--kind", metavar="K", help="only this saga kind")
-    listing.add_argument("--state", metavar="S", help="only this state")
+    listing.add_argument("--state", metavar="S", help="only this state (one the kinds declare)")
     listing.add_argument(
         "--stuck",
         action="store_true",
@@ -63,11 +82,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_common_options(why, top_level=False)
     return {
         "explain": Command(_explain, FLAGS),
+        "instances start": Command(_start, START_FLAGS),
         "instances list": Command(_list, FLAGS),
         "instances show": Command(_show, FLAGS),
         "instances fire": Command(_fire, FLAGS),
         "instances cancel": Command(_cancel, FLAGS),
     }
+
+
+def _start(args: argparse.Namespace, out: Output) -> int:
+    with open_engine(args) as engine:
+        started = engine.instances.start(
+            args.kind, operation_id=args.operation_id, request=args.request
+        )
+        shown = engine.instances.show(started.saga.id).to_json()
+    if out.as_json:
+        out.json({**shown, "operation_id": args.operation_id, "created": started.created})
+        return EXIT_OK
+    verb = "accepted" if started.created else "already accepted:"
+    out.line(
+        f"{verb} {shown['kind']} {shown['id']} ({shown['state']}, version {shown['version']}, "
+        f"definition v{shown['definition_version']})"
+    )
+    return EXIT_OK
 
 
 def _list(args: argparse.Namespace, out: Output) -> int:
@@ -82,11 +119,12 @@ def _list(args: argparse.Namespace, out: Output) -> int:
         out.json([saga_json(saga, terminal=terminal[saga.id]) for saga in found])
         return EXIT_OK
     out.table(
-        ("ID", "KIND", "STATE", "VERSION", "DEADLINE", "UPDATED"),
+        ("ID", "KIND", "DEFINITION", "STATE", "VERSION", "DEADLINE", "UPDATED"),
         (
             (
                 s.id,
                 s.kind,
+                f"v{s.definition_version}",
                 s.state,
                 s.version,
                 f"{s.deadline_event} at {iso(s.deadline_at)}" if s.deadline_at else None,
@@ -107,7 +145,10 @@ def _show(args: argparse.Namespace, out: Output) -> int:
         return EXIT_OK
     saga = instance.saga
     final = " (final)" if instance.terminal else ""
-    out.line(f"{saga.kind} {saga.id}: {saga.state}{final}, version {saga.version}")
+    out.line(
+        f"{saga.kind} {saga.id}: {saga.state}{final}, version {saga.version}, "
+        f"definition v{saga.definition_version}"
+    )
     if saga.deadline_at is not None:
         out.line(f"  deadline: {saga.deadline_event} at {iso(saga.deadline_at)}")
     out.line("history:")

@@ -140,7 +140,8 @@ class Application:
         """Everything wrong with it, all at once (empty: it can run)."""
         found: list[str] = []
         seen: dict[str, int] = {}
-        for kind in self.job_kinds(engine):
+        kinds = self.job_kinds(engine)
+        for kind in kinds:
             seen[kind.name] = seen.get(kind.name, 0) + 1
         found += [f"job kind {name!r} is declared {n} times" for name, n in seen.items() if n > 1]
         own = {kind.name for kind in self.jobs(engine)}
@@ -182,6 +183,7 @@ class Application:
                 "(declare it as one of its own jobs instead)"
                 for name in sorted(steps - actions)
             ]
+            found += _over_ceiling(saga_type.max_attempts, kinds, actions)
         return found
 
     def sql_problems(self) -> list[str]:
@@ -216,6 +218,10 @@ class Application:
         found = self.problems(engine)
         if found:
             raise ApplicationError(application=self.name, problems=found)
+        # Jobs are accepted with the attempts of the kind that runs them.
+        kinds = self.job_kinds(engine)
+        for saga_type in self.registry:
+            saga_type.learn_attempts(kinds)
 
     def with_jobs(self, extra: JobsFactory) -> Application:
         """The same application with more job kinds (``--app`` naming a job factory)."""
@@ -225,6 +231,18 @@ class Application:
             return [*own(engine), *extra(engine)]
 
         return dataclasses.replace(self, jobs=both)
+
+
+def _over_ceiling(ceiling: int | None, kinds: Iterable[JobKind], actions: set[str]) -> list[str]:
+    """The kinds running ``actions`` that ask for more attempts than the saga kind's ceiling."""
+    if ceiling is None:
+        return []
+    return [
+        f"step {kind.name!r} asks for {kind.max_attempts} attempts, but its saga was "
+        f"registered with max_attempts={ceiling} (drop that ceiling, or lower the step's)"
+        for kind in kinds
+        if kind.name in actions and kind.max_attempts > ceiling
+    ]
 
 
 def default_app() -> Application:

@@ -92,7 +92,7 @@ class Engine:
         self.registry = app.registry
         self.options: dict[str, Any] = {"sandbox_url": sandbox_url, "provider": provider}
         self.sagas = Sagas(self.db, self.registry)
-        self.instances = Instances(self.db, self.registry, self.sagas)
+        self.instances = Instances(self.db, self.registry, self.sagas, context=self)
         self.messages = Inbox(self.db, self.registry, app.routes)
         self._services = dict(app.services(self))
         self.recon = Reconciliation(self.db, self.registry, self._services.get("judge"), app.recon)

@@ -26,6 +26,7 @@ from saga.exceptions import InvalidInput, TransitionNotAllowed
 if TYPE_CHECKING:
     from saga.core.db import Database, Tx
     from saga.core.records import TransitionRecord
+    from saga.core.sagas import Context, Started
 
 LIST_MAX: Final = 10_000
 CANCEL_EVENT: Final = "cancel"
@@ -78,10 +79,58 @@ def saga_json(saga: SagaRecord, *, terminal: bool) -> dict[str, Any]:
 class Instances:
     """Operators' view of sagas of every kind the application registers."""
 
-    def __init__(self, db: Database, registry: Registry, sagas: Sagas) -> None:
+    def __init__(
+        self, db: Database, registry: Registry, sagas: Sagas, *, context: Context | None = None
+    ) -> None:
         self.db = db
         self.registry = registry
         self.sagas = sagas
+        # The engine, for the kinds that start their own way (their starter's argument).
+        self.context = context
+
+    def start(
+        self, kind: str, *, operation_id: str, request: str | None, actor: str = "api"
+    ) -> Started:
+        """
+        Start a saga of ``kind`` from a JSON request, idempotent on ``operation_id``.
+
+        The same id with the same request finds the saga it started
+        (``created`` false); with another request it is an
+        :class:`~saga.exceptions.IdempotencyConflict` and nothing changes.  A
+        kind with a starter (the purchase) is started its own way; otherwise
+        the request is the saga's data.
+        """
+        _validation.one_of("kind", kind, self.registry.kinds)
+        _validation.operation_id(operation_id)
+        data = _validation.json_object("request", request)
+        saga_type = self.registry.get(kind)
+        if saga_type.starter is None:
+            return self.sagas.start(kind, operation_id=operation_id, request=data, actor=actor)
+        if self.context is None:
+            # Never around the kind's own checks (a purchase's price is the catalogue's).
+            raise InvalidInput(field="kind", problem=f"{kind} starts only through its engine")
+        return saga_type.starter(self.context, operation_id=operation_id, request=data, actor=actor)
+
+    def states(self, kind: str | None = None) -> dict[str, tuple[str, ...]]:
+        """The states of each registered kind (or of ``kind``), every version's, in order."""
+        found: dict[str, dict[str, None]] = {}
+        for saga_type in self.registry:
+            machine = saga_type.machine
+            if kind is None or machine.name == kind:
+                found.setdefault(machine.name, {}).update(dict.fromkeys(machine.state_names))
+        return {name: tuple(states) for name, states in sorted(found.items())}
+
+    def _known_state(self, kind: str | None, state: str) -> str:
+        """``state``, if some registered kind (``kind``, if given) declares it."""
+        known = self.states(kind)
+        if any(state in names for names in known.values()):
+            return state
+        if kind is not None:
+            problem = f"{state!r} is no state of {kind}; its states are {', '.join(known[kind])}"
+        else:
+            listing = "; ".join(f"{name}: {', '.join(names)}" for name, names in known.items())
+            problem = f"{state!r} is no state of any kind; the states are {listing}"
+        raise InvalidInput(field="state", problem=problem, value=state)
 
     def terminal(self, saga: SagaRecord) -> bool:
         """Whether the saga's state is final in its machine (unknown kinds: not final)."""
@@ -103,7 +152,7 @@ class Instances:
         if kind is not None:
             _validation.one_of("kind", kind, self.registry.kinds)
         if state is not None:
-            _validation.identifier("state", state)
+            self._known_state(kind, _validation.identifier("state", state))
         limit = _validation.whole_number("limit", limit, minimum=1, maximum=LIST_MAX)
         if stuck:
             if state is not None:
@@ -197,5 +246,21 @@ class Instances:
         return fired
 
     def cancel(self, saga_id: str, *, actor: str, reason: str) -> Fired:
-        """Fire the kind's declared ``cancel`` event."""
+        """Fire the kind's declared ``cancel`` event; a kind without one is bad input."""
+        _validation.identifier("saga_id", saga_id)
+        saga = self.sagas.get(saga_id)
+        # A question about the definition, asked before the event: the fire
+        # itself still decides in its own transaction (a migration between
+        # the two is refused there, as any event the machine refuses).
+        machine = self.registry.get(saga.kind, saga.definition_version).machine
+        if CANCEL_EVENT not in machine.events:
+            raise InvalidInput(
+                field="cancel",
+                problem=(
+                    f"{saga.kind} (definition v{saga.definition_version}) has no {CANCEL_EVENT} "
+                    f"event; its events are {', '.join(machine.events)} "
+                    "(saga instances fire ID EVENT fires one)"
+                ),
+                value=saga.kind,
+            )
         return self.fire(saga_id, CANCEL_EVENT, payload=None, actor=actor, reason=reason)

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
 from saga.codec import digest, dump_json
 from saga.core import metrics
 from saga.core.faults import crash_point
-from saga.core.jobs import TIMER_KIND, NewJob, enqueue_many_in, timer_job
+from saga.core.jobs import DEFAULT_MAX_ATTEMPTS, TIMER_KIND, NewJob, enqueue_many_in, timer_job
 from saga.core.outbox import emit_in
 from saga.core.records import SagaRecord, TransitionRecord
 from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
@@ -27,7 +27,7 @@ from saga.validation import operation_id as check_operation_id
 from state_machine import PREVIOUS_STATE
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator, Sequence
+    from collections.abc import Iterable, Iterator, Sequence
 
     from saga.core.db import Database, Tx
     from saga.core.handlers import JobKind, Step
@@ -79,6 +79,22 @@ TimeoutPayload = Callable[[Context, SagaRecord, str], Mapping[str, Any]]
 StepKinds = Callable[[Context], "Sequence[JobKind]"]
 
 
+class Starter(Protocol):
+    """
+    A kind's own way of starting a saga from a client's request.
+
+    For kinds whose data is more than the request (the purchase takes its
+    price from the catalogue and holds a seat): ``saga instances start``
+    calls it instead of starting the saga with the request as its data.  It
+    refuses a request it does not take with :class:`~saga.exceptions.InvalidInput`.
+    """
+
+    def __call__(
+        self, engine: Context, *, operation_id: str, request: Mapping[str, Any], actor: str
+    ) -> Started:
+        """Start (or find again) the saga of ``operation_id``."""
+
+
 def _nothing_more(tx: Tx, started: Started) -> None:
     del tx, started
 
@@ -95,14 +111,23 @@ class SagaType:
 
     ``timeout_payload(engine, saga, event)`` builds the payload of a timeout event;
     it runs outside any transaction, so it may ask the outside world first.
+
+    ``max_attempts`` is an optional ceiling over every step of the kind (the
+    application check refuses a step asking for more); ``None``, the default,
+    lets each step's own figure be the limit.
     """
 
     machine: Machine
     hooks: tuple[SagaHook, ...] = ()
-    max_attempts: int = 3
+    max_attempts: int | None = None
     timeout_payload: TimeoutPayload = _no_payload
     steps: Mapping[str, Step] | StepKinds | None = None
     emits: tuple[Emit, ...] = ()
+    starter: Starter | None = None
+    # The attempts of the job kinds running its actions, by action, learnt
+    # from the kinds an engine built (a factory's kinds exist only for an
+    # engine): a job is accepted with its kind's figure, not a default.
+    _attempts: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def step_kinds(self, engine: Context) -> Sequence[JobKind]:
         """The job kinds running this saga's actions (none if it declares no steps)."""
@@ -111,6 +136,31 @@ class SagaType:
         if isinstance(self.steps, Mapping):
             return [step.kind(self.machine.name, action) for action, step in self.steps.items()]
         return self.steps(engine)
+
+    def learn_attempts(self, kinds: Iterable[JobKind]) -> None:
+        """Keep the attempts of the kinds named ``<saga>.<action>`` (steps or own jobs)."""
+        prefix = f"{self.machine.name}."
+        self._attempts.update(
+            {
+                k.name.removeprefix(prefix): k.max_attempts
+                for k in kinds
+                if k.name.startswith(prefix)
+            }
+        )
+
+    def attempts(self, action: str) -> int:
+        """
+        The attempts a job running ``action`` is accepted with: its kind's figure.
+
+        A step given as a :class:`Step` says it directly; a factory's kinds are
+        learnt when an engine checks the application (every engine does before
+        its first saga).  Capped by the kind's ceiling, if it has one.
+        """
+        if isinstance(self.steps, Mapping) and action in self.steps:
+            figure = self.steps[action].max_attempts
+        else:
+            figure = self._attempts.get(action, DEFAULT_MAX_ATTEMPTS)
+        return figure if self.max_attempts is None else min(figure, self.max_attempts)
 
     @property
     def queue(self) -> str:
@@ -129,10 +179,11 @@ class Registry:
         machine: Machine,
         *,
         hooks: Sequence[SagaHook] = (),
-        max_attempts: int = 3,
+        max_attempts: int | None = None,
         timeout_payload: TimeoutPayload = _no_payload,
         steps: Mapping[str, Step] | StepKinds | None = None,
         emits: Sequence[Emit] = (),
+        starter: Starter | None = None,
     ) -> SagaType:
         """
         Register ``machine`` with the steps running its actions.
@@ -140,6 +191,11 @@ class Registry:
         ``steps`` maps each action its states list to a :class:`Step`, or is
         a function of the engine returning the job kinds (one per action).
         ``emits`` are the events its transitions write to the outbox.
+        ``starter`` is the kind's own way of starting one from a request
+        (``saga instances start``); without it the request is the saga's data.
+        Each step's ``max_attempts`` is its limit; ``max_attempts`` here is an
+        optional ceiling over all of them, and a step asking for more than it
+        is refused by the application check (never capped silently).
         Registering the same name and version twice is an error; an action
         without a step is found when an engine checks its application.
         """
@@ -154,6 +210,7 @@ class Registry:
             timeout_payload=timeout_payload,
             steps=steps,
             emits=tuple(emits),
+            starter=starter,
         )
         self._types[key] = saga_type
         return saga_type
@@ -528,7 +585,7 @@ def _enter(tx: Tx, saga_type: SagaType, saga: SagaRecord, state: State) -> None:
             kind=f"{saga.kind}.{action}",
             payload={"saga_id": saga.id, "version": saga.version, "action": action},
             saga_id=saga.id,
-            max_attempts=saga_type.max_attempts,
+            max_attempts=saga_type.attempts(action),
         )
         for action in state.actions
     ]

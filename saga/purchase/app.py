@@ -14,7 +14,16 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import Application, Lazy, ReconHook, Registry, SqlComponent, record_provider_call
+from saga import (
+    Application,
+    Lazy,
+    ReconHook,
+    Registry,
+    SqlComponent,
+    Started,
+    record_provider_call,
+)
+from saga.exceptions import InvalidInput
 from saga.purchase.catalogue import Catalogue
 from saga.purchase.events import PURCHASE_EVENTS, SALES
 from saga.purchase.inbox import Inbox, messages_of
@@ -44,6 +53,33 @@ PURCHASE_SQL: Final = SqlComponent.bundled("purchase")
 # Steps queued by the purchase's own code, not by entering a state (and the
 # grant jobs of databases from before access came with the confirmation).
 _OWN_STEPS: Final = frozenset({"purchase.check_payment", "purchase.grant_access"})
+
+
+# What `saga instances start purchase --request JSON` takes: `saga purchase
+# start`'s options, nothing more (the price is the catalogue's, never the caller's).
+_REQUEST_FIELDS: Final = ("intensive_id", "student_id", "payment_method", "hold_seconds")
+
+
+def start_purchase(
+    engine: Context, *, operation_id: str, request: Mapping[str, Any], actor: str
+) -> Started:
+    """The purchase's starter: ``saga purchase start``, from a request object."""
+    takes = f"a purchase request takes {', '.join(_REQUEST_FIELDS)} (the first two required)"
+    for name in request:
+        if name not in _REQUEST_FIELDS:
+            raise InvalidInput(field="request", problem=f"{name!r}: {takes}", value=name)
+    for name in _REQUEST_FIELDS[:2]:
+        if name not in request:
+            raise InvalidInput(field="request", problem=f"{name} is missing: {takes}")
+    options = {k: request[k] for k in _REQUEST_FIELDS[2:] if k in request}
+    result = engine.purchases.start(
+        operation_id=operation_id,
+        intensive_id=request["intensive_id"],
+        student_id=request["student_id"],
+        actor=actor,
+        **options,
+    )
+    return Started(saga=engine.sagas.get(result.purchase.id), created=result.created)
 
 
 class Payments:
@@ -192,6 +228,7 @@ def purchase_app() -> Application:
         timeout_payload=expiry,
         steps=steps,
         emits=PURCHASE_EVENTS,
+        starter=start_purchase,
     )
     return Application(
         name="purchase",

@@ -36,8 +36,10 @@ PAYLOADS = {
 }
 REQUESTS = st.fixed_dictionaries(
     {
-        "intensive": st.sampled_from(sorted(INTENSIVES)),
-        "student": st.sampled_from(["ann", "bob", "cyd", "dan"]),
+        # The names `saga instances start purchase --request` takes: the kit's
+        # replay lines run as printed.
+        "intensive_id": st.sampled_from(sorted(INTENSIVES)),
+        "student_id": st.sampled_from(["ann", "bob", "cyd", "dan"]),
     }
 )
 
@@ -49,7 +51,9 @@ def add_intensives(engine):
 
 def buy(engine, operation_id, request):
     started = engine.purchases.start(
-        operation_id=operation_id, intensive_id=request["intensive"], student_id=request["student"]
+        operation_id=operation_id,
+        intensive_id=request["intensive_id"],
+        student_id=request["student_id"],
     )
     return started.purchase.id
 
