@@ -133,6 +133,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "operator add": Command(web.operator_add, web.FLAGS),
         "operator list": Command(web.operator_list, web.FLAGS),
         "operator disable": Command(web.operator_disable, web.FLAGS),
+        "operator sign-ins": Command(web.operator_sign_ins, web.FLAGS),
         "recon list": Command(_recon_list, FLAGS),
         "recon show": Command(_recon_show, FLAGS),
         "recon assign": Command(_recon_assign, FLAGS),

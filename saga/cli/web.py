@@ -34,6 +34,7 @@ FLAGS: Final = {
     "host": "--host",
     "tolerance": "--tolerance",
     "threads": "--threads",
+    "outcome": "--outcome",
 }
 SECRET_ENV_PREFIX: Final = "SAGA_WEBHOOK_SECRET_"  # noqa: S105 - a variable name, not a secret
 
@@ -88,6 +89,20 @@ def add_console_parsers(
     disable = actions.add_parser("disable", help="stop an operator signing in; ends their sessions")
     disable.add_argument("name", metavar="NAME")
     add_common_options(disable, top_level=False)
+    sign_ins = actions.add_parser(
+        "sign-ins",
+        help="the console's sign-in attempts, newest first: accepted, refused (wrong name or "
+        "password) and throttled (too many failures for the name or address)",
+    )
+    sign_ins.add_argument(
+        "--outcome",
+        choices=("accepted", "refused", "throttled", "pending"),
+        help="only attempts with this outcome (default: every outcome)",
+    )
+    sign_ins.add_argument(
+        "--limit", type=whole, default=50, metavar="N", help="newest N attempts (default 50)"
+    )
+    add_common_options(sign_ins, top_level=False)
 
 
 def _server_options(parser: argparse.ArgumentParser, *, port: int) -> None:
@@ -240,6 +255,38 @@ def operator_disable(args: argparse.Namespace, out: Output) -> int:
         out.json({"name": args.name, "disabled": True})
     else:
         out.line(f"operator {args.name} disabled; their sessions ended")
+    return EXIT_OK
+
+
+def operator_sign_ins(args: argparse.Namespace, out: Output) -> int:
+    """``saga operator sign-ins``: the audit of console sign-ins (and of the throttle)."""
+    from saga.core.operators import Operators
+
+    if not 1 <= args.limit <= 10_000:
+        raise InvalidInput(field="limit", problem="must be between 1 and 10000")
+    with open_engine(args, create=False) as engine:
+        found = Operators(engine.db).attempts(outcome=args.outcome, limit=args.limit)
+    listed = [
+        {
+            "operator": row["operator"],
+            "address": row["address"],
+            "outcome": row["outcome"],
+            "attempts": int(row["attempts"]),
+            "first_at": iso(maybe_utc(row["first_at"])),
+            "last_at": iso(maybe_utc(row["last_at"])),
+        }
+        for row in found
+    ]
+    if out.as_json:
+        out.json(listed)
+    else:
+        out.table(
+            ("LAST", "NAME", "FROM", "OUTCOME", "ATTEMPTS"),
+            (
+                (r["last_at"], r["operator"], r["address"], r["outcome"], r["attempts"])
+                for r in listed
+            ),
+        )
     return EXIT_OK
 
 

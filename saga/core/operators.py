@@ -9,6 +9,14 @@ SHA-256, the session's CSRF token, and its expiry, judged by the database
 clock: at most :data:`SESSION_LIFETIME_S` after sign-in and
 :data:`SESSION_IDLE_S` after the last request.  Disabling an operator ends
 their sessions at once.
+
+Sign-in is throttled per name and per client address (:class:`Throttle`):
+every attempt is a row of ``sign_in_attempts``, committed before the
+failures of the window are counted by the database clock, so every console
+process shares the count and concurrent attempts see each other.  Past the
+limit the password is not even checked: the right one is refused too, until
+the window has passed.  The rows are the audit (``saga operator sign-ins``,
+the console's sign-ins page); ``saga prune`` removes old ones.
 """
 
 from __future__ import annotations
@@ -22,17 +30,22 @@ from typing import TYPE_CHECKING, Any, Final
 
 from saga import validation
 from saga.core.logs import get_logger
-from saga.exceptions import ConflictError, InvalidInput, NotFound
+from saga.exceptions import ConflictError, InvalidInput, NotFound, SagaError
 
 if TYPE_CHECKING:
+    import builtins
+
     from saga.core.db import Database
 
 log = get_logger(__name__)
 
 ROLES: Final = ("viewer", "operator")
+SIGN_IN_OUTCOMES: Final = ("pending", "accepted", "refused", "throttled")
 MIN_PASSWORD_LENGTH: Final = 12
 SESSION_LIFETIME_S: Final = 8 * 3600.0
 SESSION_IDLE_S: Final = 30 * 60.0
+THROTTLE_WINDOW_S: Final = 15 * 60.0
+KEPT_CHARS: Final = 64
 
 
 class OperatorExists(ConflictError):
@@ -42,6 +55,32 @@ class OperatorExists(ConflictError):
         self.name = name
         super().__init__(f"operator {name!r} exists already")
         self._kwargs = {"name": name}
+
+
+class SignInThrottled(SagaError):
+    """Too many failed sign-ins for this name or address in the window; nothing was checked."""
+
+    def __init__(self, *, retry_after_s: float) -> None:
+        self.retry_after_s = retry_after_s
+        super().__init__(
+            "too many failed sign-ins for this name or from this address; "
+            f"try again in {int(retry_after_s // 60)} minutes"
+        )
+        self._kwargs = {"retry_after_s": retry_after_s}
+
+
+@dataclass(frozen=True, slots=True)
+class Throttle:
+    """
+    How many failed sign-ins a window allows, per name and per client address.
+
+    Failures (and attempts being checked) count; accepted ones do not.  The
+    address limit is higher: behind a proxy every operator shares one.
+    """
+
+    window_s: float = THROTTLE_WINDOW_S
+    per_operator: int = 10
+    per_address: int = 30
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,8 +135,9 @@ def _decoy_hash(hasher: Any) -> str:
 class Operators:
     """Accounts and sessions in the engine's database."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, throttle: Throttle | None = None) -> None:
         self.db = db
+        self.throttle = throttle or Throttle()
 
     def prepare(self) -> None:
         """Compute the decoy hash now, so that the first unknown name is not slower."""
@@ -135,8 +175,78 @@ class Operators:
         self.db.transaction(work)
         log.info("operator_disabled", operator=name)
 
-    def sign_in(self, name: str, password: str) -> tuple[str, Session] | None:
-        """A new session's token and the session; ``None`` for a wrong name or password."""
+    def sign_in(
+        self, name: str, password: str, *, address: str | None = None
+    ) -> tuple[str, Session] | None:
+        """
+        A new session's token and the session; ``None`` for a wrong name or password.
+
+        :class:`SignInThrottled` past the throttle's limit for ``name`` or
+        ``address`` (the client's), whatever the password.
+        """
+        attempt = self._admit(name[:KEPT_CHARS], (address or "unknown")[:KEPT_CHARS])
+        signed = self._check(name, password)
+        self.db.transaction(
+            lambda tx: tx.run(
+                "settle_sign_in_attempt",
+                id=attempt,
+                outcome="refused" if signed is None else "accepted",
+            )
+        )
+        return signed
+
+    def _admit(self, name: str, address: str) -> int:
+        """The attempt's row, or :class:`SignInThrottled` (audited) past the limit."""
+        # Committed first, then counted: of N concurrent attempts, the k-th to
+        # commit counts at least k, so at most the limit reach the password.
+        attempt = int(
+            self.db.transaction(
+                lambda tx: tx.scalar("insert_sign_in_attempt", operator=name, address=address)
+            )
+        )
+        limits = self.throttle
+
+        def judge(tx: Any) -> bool:
+            seen = tx.one(
+                "count_sign_in_failures",
+                operator=name,
+                address=address,
+                window_seconds=limits.window_s,
+            )
+            over = seen["by_operator"] > limits.per_operator or (
+                seen["by_address"] > limits.per_address
+            )
+            if not over:
+                return False
+            counted = tx.one(
+                "count_throttled_sign_in",
+                operator=name,
+                address=address,
+                window_seconds=limits.window_s,
+            )
+            if counted is None:
+                tx.run("settle_sign_in_attempt", id=attempt, outcome="throttled")
+            else:
+                tx.run("delete_pending_sign_in_attempt", id=attempt)
+            return True
+
+        if self.db.transaction(judge):
+            log.warning("sign_in_throttled", operator=name, address=address)
+            raise SignInThrottled(retry_after_s=limits.window_s)
+        return attempt
+
+    def attempts(
+        self, *, outcome: str | None = None, limit: int = 200
+    ) -> builtins.list[dict[str, Any]]:
+        """The latest sign-in attempts, newest first (``outcome`` to keep one kind)."""
+        if outcome is not None:
+            outcome = validation.one_of("outcome", outcome, SIGN_IN_OUTCOMES)
+        rows = self.db.transaction(
+            lambda tx: tx.all("list_sign_in_attempts", outcome=outcome, limit=limit), write=False
+        )
+        return [dict(row) for row in rows]
+
+    def _check(self, name: str, password: str) -> tuple[str, Session] | None:
         from argon2.exceptions import VerificationError  # noqa: PLC0415
 
         hasher = _hasher()

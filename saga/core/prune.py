@@ -7,7 +7,9 @@ What goes, once older than the window by the database clock:
 * inbox messages settled (applied, absorbed, not applicable), except those
   with a recorded conflict;
 * outbox events already published;
-* requests refused at the inbox's door (``inbox_refusals``).
+* requests refused at the inbox's door (``inbox_refusals``);
+* console sign-in attempts (``sign_in_attempts``), but never those inside
+  the sign-in throttle's window, whatever the window given.
 
 What never goes: sagas and their audit trail (business records: archive
 them with your database's tools), accepted operation ids, live jobs, dead
@@ -33,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from saga.codec import iso, maybe_utc
+from saga.core.operators import THROTTLE_WINDOW_S
 from saga.exceptions import DatabaseError, InvalidInput
 
 if TYPE_CHECKING:
@@ -40,7 +43,7 @@ if TYPE_CHECKING:
 
     from saga.core.db import Database, Tx
 
-TARGETS: Final = ("jobs", "inbox", "outbox", "refusals")
+TARGETS: Final = ("jobs", "inbox", "outbox", "refusals", "sign_ins")
 _DURATION: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])", re.ASCII)
 _UNIT: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 DEFAULT_BATCH: Final = 1000
@@ -99,7 +102,10 @@ class Pruner:
         """How many rows of each target are past the window now."""
         cutoff = self.cutoff or self._cutoff()
         return self.db.transaction(
-            lambda tx: {t: int(tx.scalar(f"count_prunable_{t}", cutoff=cutoff)) for t in TARGETS},
+            lambda tx: {
+                t: int(tx.scalar(f"count_prunable_{t}", cutoff=cutoff, **_extra(t)))
+                for t in TARGETS
+            },
             write=False,
         )
 
@@ -133,7 +139,7 @@ class Pruner:
         cutoff = self.cutoff
 
         def prune(tx: Tx) -> int:
-            rows = tx.all(f"prune_{target}", cutoff=cutoff, batch=self.batch)
+            rows = tx.all(f"prune_{target}", cutoff=cutoff, batch=self.batch, **_extra(target))
             gone = [row["id"] for row in rows]
             if target == "jobs" and gone:
                 tx.run("prune_job_results", ids=json.dumps(gone))
@@ -169,3 +175,8 @@ class Pruner:
                 if gone < self.batch:
                     break
         return report
+
+
+def _extra(target: str) -> dict[str, Any]:
+    # Sign-in failures inside the throttle's window are what it counts.
+    return {"window_seconds": THROTTLE_WINDOW_S} if target == "sign_ins" else {}

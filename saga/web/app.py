@@ -72,6 +72,7 @@ def create_app(engine: Engine, *, door: WebhookDoor | None = None, console: bool
         from saga.web import console as _console  # noqa: PLC0415 - only when served
         from saga.web import guard  # noqa: PLC0415
 
+        app.after_request(guard.secure_headers)
         app.register_blueprint(guard.blueprint)
         app.register_blueprint(_console.blueprint)
         Operators(engine.db).prepare()

@@ -295,6 +295,17 @@ def saga(saga_id: str) -> str:
     )
 
 
+@blueprint.get("/sign-ins")
+@guard.signed_in
+def sign_ins() -> str:
+    """The console's sign-in attempts: accepted, refused, throttled (the throttle's audit)."""
+    outcome = request.args.get("outcome") or None
+    with _refusals():
+        attempts = guard.operators().attempts(outcome=outcome, limit=_MAX_ROWS)
+        return render_template("sign_ins.html", attempts=attempts, outcome=outcome)
+    return render_template("sign_ins.html", attempts=[], outcome=None)
+
+
 @blueprint.errorhandler(NotFound)
 def not_found(exc: NotFound) -> tuple[str, int]:
     """An unknown item, job or saga."""

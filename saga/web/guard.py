@@ -27,7 +27,7 @@ from flask import (
     url_for,
 )
 
-from saga.core.operators import SESSION_LIFETIME_S, Operators
+from saga.core.operators import SESSION_LIFETIME_S, Operators, SignInThrottled
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -89,6 +89,26 @@ def refuse(status: int, message: str) -> tuple[str, int]:
     return render_template("error.html", status=status, message=message), status
 
 
+# Every response of the console: no framing (clickjacking), no inline script
+# or style, forms post only here, no referrer leaking ids to other sites.
+SECURITY_HEADERS: Final = {
+    "Content-Security-Policy": (
+        "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; "
+        "frame-ancestors 'none'; base-uri 'none'"
+    ),
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "X-Content-Type-Options": "nosniff",
+}
+
+
+def secure_headers(response: Response) -> Response:
+    """After every request: the security headers (kept if a view set its own)."""
+    for name, value in SECURITY_HEADERS.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
 @blueprint.get("/login")
 def sign_in() -> Response | str:
     """The sign-in form, with a CSRF token of its own (a cookie and a field)."""
@@ -101,11 +121,24 @@ def sign_in() -> Response | str:
 
 
 @blueprint.post("/login")
-def sign_in_post() -> Response | tuple[str, int]:
+def sign_in_post() -> Response | tuple[str, int] | tuple[str, int, dict[str, str]]:
     """Check the password; on success a session cookie and the page asked for."""
     if not _same(request.form.get("csrf"), request.cookies.get(LOGIN_CSRF_COOKIE)):
         return refuse(403, "the sign-in form's CSRF token is missing or wrong; sign in again")
-    signed = operators().sign_in(request.form.get("name", ""), request.form.get("password", ""))
+    try:
+        signed = operators().sign_in(
+            request.form.get("name", ""),
+            request.form.get("password", ""),
+            address=request.remote_addr,
+        )
+    except SignInThrottled as exc:
+        page = render_template(
+            "login.html",
+            csrf=request.form.get("csrf"),
+            next=_safe_next(request.form.get("next")),
+            error=exc.message,
+        )
+        return page, 429, {"Retry-After": str(int(exc.retry_after_s))}
     if signed is None:
         page = render_template(
             "login.html",

@@ -104,7 +104,7 @@ def test_prune_removes_finished_rows_and_keeps_records_and_open_work(shop):
     assert (before["job_archive"], before["published"], before["applied"]) == (2, 4, 2)
     report = Pruner(shop.db, older_than_s=0, batch=1).run()
     after = counts(shop)
-    assert {"jobs": 2, "inbox": 2, "outbox": 4, "refusals": 0} == report.pruned
+    assert {"jobs": 2, "inbox": 2, "outbox": 4, "refusals": 0, "sign_ins": 0} == report.pruned
     for kept in (
         "sagas",
         "saga_transitions",
@@ -147,7 +147,7 @@ def test_rows_younger_than_the_window_are_kept(shop):
     history(shop)
     before = counts(shop)
     report = Pruner(shop.db, older_than_s=86400).run()
-    assert {"jobs": 0, "inbox": 0, "outbox": 0, "refusals": 0} == report.pruned
+    assert {"jobs": 0, "inbox": 0, "outbox": 0, "refusals": 0, "sign_ins": 0} == report.pruned
     assert before == counts(shop)
 
 
@@ -172,7 +172,7 @@ def test_a_dry_run_counts_and_changes_nothing(shop, db_url, capsys):
     )
     assert 0 == code
     report = json.loads(capsys.readouterr().out)
-    assert (True, {"jobs": 2, "inbox": 2, "outbox": 4, "refusals": 0}) == (
+    assert (True, {"jobs": 2, "inbox": 2, "outbox": 4, "refusals": 0, "sign_ins": 0}) == (
         report["dry_run"],
         report["pruned"],
     )

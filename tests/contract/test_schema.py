@@ -186,3 +186,17 @@ def test_postgres_needs_an_explicit_upgrade(postgres_url):
     """A shared PostgreSQL schema is never migrated behind the operators' back."""
     with Engine(postgres_url) as engine, pytest.raises(SchemaOutOfDate, match="saga db upgrade"):
         engine.catalogue.list()
+
+
+def test_a_database_before_the_sign_in_throttle_upgrades_and_throttles(db_url):
+    """0012 on a database of the last round: the table appears, operators stay, sign-in counts."""
+    from saga.core.operators import Operators
+
+    with _engine_migrations_only(db_url, upto=11) as old:
+        Operators(old.db).add("ann", role="viewer", password="correct-horse-battery")
+        result = old.upgrade()
+        assert "0012_sign_in_throttle" in result.applied
+        assert required_versions(old.db) == current_versions(old.db)
+        assert Operators(old.db).sign_in("ann", "wrong-password-1", address="192.0.2.1") is None
+        (attempt,) = Operators(old.db).attempts()
+        assert ("ann", "refused") == (attempt["operator"], attempt["outcome"])

@@ -431,3 +431,19 @@ CREATE TRIGGER outbox_counted_update AFTER UPDATE ON outbox
 CREATE TRIGGER outbox_counted_delete AFTER DELETE ON outbox
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION stat_count_outbox();
+
+-- 0012: console sign-in attempts (throttle and audit).
+CREATE TABLE sign_in_attempts (
+    id        bigserial PRIMARY KEY,
+    operator  text NOT NULL,
+    address   text NOT NULL,
+    outcome   text NOT NULL,
+    attempts  integer NOT NULL DEFAULT 1,
+    first_at  timestamptz NOT NULL DEFAULT clock_timestamp(),
+    last_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    CONSTRAINT sign_in_attempts_outcome_known
+        CHECK (outcome IN ('pending', 'accepted', 'refused', 'throttled'))
+);
+CREATE INDEX sign_in_attempts_by_operator ON sign_in_attempts (operator, last_at);
+CREATE INDEX sign_in_attempts_by_address ON sign_in_attempts (address, last_at);
+CREATE INDEX sign_in_attempts_by_time ON sign_in_attempts (last_at);

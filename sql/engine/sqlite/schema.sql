@@ -410,3 +410,19 @@ BEGIN
     VALUES ('outbox', '', '', -(old.published_at IS NOT NULL), -old.errors)
     ON CONFLICT DO UPDATE SET n = n + excluded.n, total = total + excluded.total;
 END;
+
+-- 0012: console sign-in attempts (throttle and audit).
+CREATE TABLE sign_in_attempts (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    operator  TEXT NOT NULL,
+    address   TEXT NOT NULL,
+    outcome   TEXT NOT NULL,
+    attempts  INTEGER NOT NULL DEFAULT 1,
+    first_at  TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    last_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT sign_in_attempts_outcome_known
+        CHECK (outcome IN ('pending', 'accepted', 'refused', 'throttled'))
+) STRICT;
+CREATE INDEX sign_in_attempts_by_operator ON sign_in_attempts (operator, last_at);
+CREATE INDEX sign_in_attempts_by_address ON sign_in_attempts (address, last_at);
+CREATE INDEX sign_in_attempts_by_time ON sign_in_attempts (last_at);

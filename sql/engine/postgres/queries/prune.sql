@@ -88,3 +88,23 @@ WITH batch AS (
 )
 DELETE FROM inbox_refusals r USING batch WHERE r.id = batch.id
 RETURNING r.id;
+
+-- name: count_prunable_sign_ins
+-- Console sign-in attempts last seen before the cut-off and outside the
+-- throttle's window (a short --older-than never lifts a throttle).
+SELECT count(*) FROM sign_in_attempts
+WHERE last_at < CAST(:cutoff AS timestamptz)
+  AND last_at < clock_timestamp() - make_interval(secs => CAST(:window_seconds AS double precision));
+
+-- name: prune_sign_ins
+-- One batch of them.
+WITH batch AS (
+    SELECT id FROM sign_in_attempts
+    WHERE last_at < CAST(:cutoff AS timestamptz)
+      AND last_at < clock_timestamp()
+                    - make_interval(secs => CAST(:window_seconds AS double precision))
+    ORDER BY last_at LIMIT :batch
+    FOR UPDATE SKIP LOCKED
+)
+DELETE FROM sign_in_attempts s USING batch WHERE s.id = batch.id
+RETURNING s.id;

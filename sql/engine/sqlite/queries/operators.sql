@@ -52,3 +52,50 @@ DELETE FROM console_sessions WHERE operator = :name;
 -- name: delete_expired_console_sessions
 -- Sessions past their expiry.
 DELETE FROM console_sessions WHERE expires_at <= strftime('%Y-%m-%dT%H:%M:%fZ', 'now');
+
+-- name: insert_sign_in_attempt
+-- An attempt about to be checked; committed before the throttle counts, so
+-- that concurrent attempts (from any console process) see each other.
+INSERT INTO sign_in_attempts (operator, address, outcome) VALUES (:operator, :address, 'pending')
+RETURNING id;
+
+-- name: count_sign_in_failures
+-- Failed and in-flight attempts in the last :window_seconds by the database
+-- clock, per name and per address.
+SELECT
+    (SELECT count(*) FROM sign_in_attempts
+     WHERE operator = :operator AND outcome IN ('pending', 'refused')
+       AND last_at > strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') - :window_seconds / 86400.0))
+        AS by_operator,
+    (SELECT count(*) FROM sign_in_attempts
+     WHERE address = :address AND outcome IN ('pending', 'refused')
+       AND last_at > strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') - :window_seconds / 86400.0))
+        AS by_address;
+
+-- name: settle_sign_in_attempt
+-- A pending attempt's outcome: accepted, refused, or throttled.
+UPDATE sign_in_attempts SET outcome = :outcome, last_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE id = :id AND outcome = 'pending';
+
+-- name: count_throttled_sign_in
+-- Another throttled attempt on the window's row for this name and address,
+-- if there is one (then the new attempt's own row goes).
+UPDATE sign_in_attempts SET attempts = attempts + 1,
+                            last_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+WHERE id = (SELECT id FROM sign_in_attempts
+            WHERE operator = :operator AND address = :address AND outcome = 'throttled'
+              AND first_at > strftime('%Y-%m-%dT%H:%M:%fZ',
+                                      julianday('now') - :window_seconds / 86400.0)
+            ORDER BY id DESC LIMIT 1)
+RETURNING id;
+
+-- name: delete_pending_sign_in_attempt
+-- The new attempt's row, counted on the window's throttled row instead.
+DELETE FROM sign_in_attempts WHERE id = :id AND outcome = 'pending';
+
+-- name: list_sign_in_attempts
+-- The latest attempts, newest first; :outcome NULL for every outcome.
+SELECT id, operator, address, outcome, attempts, first_at, last_at FROM sign_in_attempts
+WHERE (:outcome IS NULL OR outcome = :outcome)
+ORDER BY last_at DESC, id DESC
+LIMIT :limit;

@@ -71,3 +71,20 @@ DELETE FROM inbox_refusals
 WHERE id IN (SELECT id FROM inbox_refusals WHERE received_at < :cutoff
              ORDER BY received_at LIMIT :batch)
 RETURNING id;
+
+-- name: count_prunable_sign_ins
+-- Console sign-in attempts last seen before the cut-off and outside the
+-- throttle's window (a short --older-than never lifts a throttle).
+SELECT count(*) FROM sign_in_attempts
+WHERE last_at < :cutoff
+  AND last_at < strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') - :window_seconds / 86400.0);
+
+-- name: prune_sign_ins
+-- One batch of them.
+DELETE FROM sign_in_attempts
+WHERE id IN (SELECT id FROM sign_in_attempts
+             WHERE last_at < :cutoff
+               AND last_at < strftime('%Y-%m-%dT%H:%M:%fZ',
+                                      julianday('now') - :window_seconds / 86400.0)
+             ORDER BY last_at LIMIT :batch)
+RETURNING id;
