@@ -148,7 +148,24 @@ def cas_without_version():
     )
 
 
+def outbox_after_commit():
+    """The outbox event is written in a transaction of its own, after the transition commits."""
+    from saga.core import sagas
+
+    emit_in = sagas.emit_in
+    if not callable(emit_in):
+        raise RuntimeError("broken variant outbox_after_commit: saga.core.sagas.emit_in moved")
+
+    def split(tx, emits, saga):
+        db = tx.db
+        tx.after_commit(lambda: db.transaction(lambda later: emit_in(later, emits, saga)))
+        return 0
+
+    sagas.emit_in = split
+
+
 VARIANTS = {
+    "outbox_after_commit": outbox_after_commit,
     "no_fencing": no_fencing,
     "no_inbox_dedupe": no_inbox_dedupe,
     "no_seat_guard": no_seat_guard,
