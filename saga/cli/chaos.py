@@ -17,6 +17,7 @@ from saga.cli.common import (
     whole,
 )
 from saga.exceptions import InvalidInput
+from saga.purchase.chaos_mutants import MUTANTS, ONLY_ON
 from saga.purchase.chaos_plan import FAULT_KINDS
 
 if TYPE_CHECKING:
@@ -83,8 +84,18 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="RabbitMQ to publish to, through a path the harness cuts (default: "
         "$SAGA_BROKER_URL; none: no broker faults and no lost-event count)",
     )
+    chaos.add_argument(
+        "--mutant",
+        metavar="NAME",
+        help="break one guard on purpose, in the harness and every worker, to see the run "
+        "fail (the harness's own test): " + ", ".join(MUTANTS),
+    )
     add_common_options(chaos, top_level=False)
-    return {"chaos": Command(_chaos, {"purchases": "--purchases", "workers": "--workers"})}
+    return {
+        "chaos": Command(
+            _chaos, {"purchases": "--purchases", "workers": "--workers", "mutant": "--mutant"}
+        )
+    }
 
 
 def _chaos(args: argparse.Namespace, out: Output) -> int:
@@ -104,6 +115,7 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
         raise InvalidInput(field="crash_rate", problem="must be below 1")
     points = _names(args.crash_points, "crash_points", CRASH_POINTS)
     kinds = _names(args.faults, "faults", tuple(kind for kind, _, _ in FAULT_KINDS))
+    _check_mutant(args)
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     # A stopped harness stops its workers too (paused ones included): SIGTERM
     # unwinds like Ctrl-C, through the run's cleanup.
@@ -120,7 +132,14 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
         crash_rate=args.crash_rate,
         crash_points=points or CRASH_POINTS,
         fault_kinds=kinds,
+        mutant=args.mutant,
     )
+    if args.mutant is not None:
+        from saga.purchase.chaos_mutants import apply
+
+        # Before the engine exists: the mutant changes what it loads.
+        print(f"saga chaos: mutant {args.mutant} (a guard removed on purpose)", file=sys.stderr)
+        apply(args.mutant)
     with (
         open_engine(args, check_schema=False) as engine,
         tqdm(
@@ -144,6 +163,23 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
     else:
         _print(out, report)
     return EXIT_OK if report["ok"] else EXIT_ERROR
+
+
+def _check_mutant(args: argparse.Namespace) -> None:
+    """A known mutant, for the backend it breaks."""
+    if args.mutant is None:
+        return
+    if args.mutant not in MUTANTS:
+        raise InvalidInput(
+            field="mutant", problem=f"unknown {args.mutant!r}; known: {', '.join(MUTANTS)}"
+        )
+    only = ONLY_ON.get(args.mutant)
+    backend = "sqlite" if args.db is None or str(args.db).startswith("sqlite") else "postgres"
+    if only is not None and only != backend:
+        raise InvalidInput(
+            field="mutant",
+            problem=f"{args.mutant} breaks a guard of {only} only; this run is on {backend}",
+        )
 
 
 def _names(text: str | None, field: str, known: tuple[str, ...]) -> tuple[str, ...] | None:

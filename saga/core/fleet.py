@@ -28,15 +28,23 @@ from saga.core.faults import CRASH_POINTS, EXIT_CODE
 from saga.core.supervisor import WorkerOptions, run_worker_process
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from multiprocessing.context import SpawnProcess
     from multiprocessing.queues import Queue as MPQueue
 
 APPLICATION_NAME_ENV: Final = "SAGA_APPLICATION_NAME"
 
 
-def _run(env: dict[str, str], options: WorkerOptions, reports: MPQueue[dict[str, Any]]) -> None:
+def _run(
+    env: dict[str, str],
+    options: WorkerOptions,
+    reports: MPQueue[dict[str, Any]],
+    setup: Callable[[], object] | None,
+) -> None:
     # The crash points are armed in this process only, never in the harness.
     os.environ.update(env)
+    if setup is not None:
+        setup()  # before the engine exists: what it changes, the worker's engine sees
     run_worker_process(options, reports)
 
 
@@ -71,6 +79,8 @@ class WorkerFleet:
         crash_rate: the chance that a process dies at a crash point it reaches.
         application_name: the processes' name in ``pg_stat_activity``, so
             that a harness can end their sessions and no one else's.
+        setup: run in each process before its worker starts (picklable: a
+            module-level function or a ``functools.partial`` of one).
 
     """
 
@@ -84,6 +94,7 @@ class WorkerFleet:
         crash_points: tuple[str, ...] = CRASH_POINTS,
         application_name: str = "saga-worker",
         extra_env: dict[str, str] | None = None,
+        setup: Callable[[], object] | None = None,
     ) -> None:
         if size < 1:
             msg = "a fleet needs at least one worker"
@@ -95,6 +106,7 @@ class WorkerFleet:
         self.crash_points = crash_points
         self.application_name = application_name
         self.extra_env = dict(extra_env or {})
+        self.setup = setup
         self.report = FleetReport()
         self._dir = tempfile.TemporaryDirectory(prefix="saga-fleet-")
         self._ctx = multiprocessing.get_context("forkserver")
@@ -119,7 +131,7 @@ class WorkerFleet:
     def _spawn(self, slot: int, generation: int) -> None:
         process = self._ctx.Process(
             target=_run,
-            args=(self._env(slot, generation), self.options, self._reports),
+            args=(self._env(slot, generation), self.options, self._reports, self.setup),
             name=f"saga-chaos-worker-{slot}",
         )
         process.start()

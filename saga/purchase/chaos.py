@@ -16,6 +16,7 @@ events committed but never received by a consumer.
 
 from __future__ import annotations
 
+import functools
 import json
 import random
 import secrets
@@ -37,6 +38,7 @@ from saga import (
 from saga import declare_events_queue as declare_queue
 from saga.exceptions import DatabaseError
 from saga.purchase.chaos_actors import Clients, EventWatcher, Operators, Weather
+from saga.purchase.chaos_mutants import apply as apply_mutant
 from saga.purchase.chaos_plan import ChaosPlan
 
 if TYPE_CHECKING:
@@ -72,6 +74,9 @@ class ChaosOptions:
     crash_rate: float = CRASH_RATE
     crash_points: tuple[str, ...] = CRASH_POINTS
     fault_kinds: tuple[str, ...] | None = None  # default: every kind the setup allows
+    # A guard removed on purpose (saga.purchase.chaos_mutants), in the harness
+    # (the caller applies it before opening the engine) and in every worker.
+    mutant: str | None = None
 
 
 @dataclass(slots=True)
@@ -186,6 +191,7 @@ def _fleet(
         crash_rate=crash_rate,
         crash_points=options.crash_points,
         application_name=f"saga-chaos-{run_id}",
+        setup=None if options.mutant is None else functools.partial(apply_mutant, options.mutant),
     )
 
 
@@ -275,6 +281,7 @@ def _calm_down(engine: Engine, run: _Run, options: ChaosOptions) -> None:
         size=run.fleet.size,
         seed=run.plan.seed,
         application_name=run.fleet.application_name,
+        setup=run.fleet.setup,  # the same engine, mutant included: only the faults stop
     )
     healthy.report = run.fleet.report  # one account of the run's processes
     run.fleet.close()
@@ -350,6 +357,7 @@ def _report(engine: Engine, run: _Run, options: ChaosOptions, *, seconds: float)
     return {
         "run": run.plan.run,
         "seed": run.plan.seed,
+        "mutant": options.mutant,
         "backend": engine.db.dialect,
         "workers": options.workers,
         "seconds": round(seconds, 1),
