@@ -340,6 +340,20 @@ def _clock_steps(machine: Machine) -> tuple[float, ...]:
     return tuple(sorted({1.0, 60.0, float(longest) + 1.0}))
 
 
+def _own_invariants(application: Application) -> tuple[Invariant]:
+    """The application's own rules (``saga verify``'s), as one invariant of the kit."""
+
+    def own(engine: Engine) -> list[str]:
+        return [
+            f"{rule.name}: {problem}"
+            for rule in application.invariants(engine)
+            for problem in rule.problems
+        ]
+
+    own.__name__ = f"{application.name}_invariants"
+    return (own,)
+
+
 def saga_state_machine(
     app: Application | Machine,
     *,
@@ -348,6 +362,7 @@ def saga_state_machine(
     payloads: Payloads | None = None,
     requests: SearchStrategy[Mapping[str, Any]] | None = None,
     invariants: Sequence[Invariant] = (),
+    app_invariants: bool = True,
     steps: Mapping[str, Step | Callable[..., Any]] | None = None,
     clock_steps: Sequence[float] | None = None,
     setup: Setup | None = None,
@@ -363,7 +378,11 @@ def saga_state_machine(
             PostgreSQL URL gets a fresh schema per example, dropped after.
         payloads: a payload strategy per event name (both guard outcomes, ideally).
         requests: the strategy of start requests (default ``{}``).
-        invariants: functions of the engine returning problems (or raising).
+        invariants: functions of the engine returning problems (or raising),
+            checked besides the application's own.
+        app_invariants: check the application's own invariants (those of
+            ``saga verify``, ``Application(invariants=...)``) after each step
+            too; ``False`` leaves them out (a test of one rule alone).
         steps: with a machine, the handler (or :class:`~saga.Step`) of each action.
         clock_steps: how far the clock may jump (default: 1 s, 60 s and just
             past the longest fixed timeout).
@@ -386,7 +405,9 @@ def saga_state_machine(
         "kind": chosen,
         "base_url": url,
         "hints": payloads,
-        "user_invariants": tuple(invariants),
+        "user_invariants": (
+            (*_own_invariants(application), *invariants) if app_invariants else tuple(invariants)
+        ),
         "clock_steps": tuple(clock_steps) if clock_steps is not None else _clock_steps(machine),
         "setup": (setup,) if setup is not None else (),
         "starter": (start,) if start is not None else (),
