@@ -177,6 +177,10 @@ def steps(ctx: Any) -> list[JobKind]:
 
     def send_contract(job: Any) -> Apply[dict[str, Any]]:
         saga = ctx.sagas.get(job.payload["saga_id"])
+        if saga.version != job.payload["version"]:
+            # Withdrawn (its deadline passed) while this step waited for a retry:
+            # a contract sent now could be signed by a student who is not enrolling.
+            return Apply(lambda tx: {"skipped": "the enrollment moved on"})
         envelope = signatures.send(key=contract_key(saga.id), signer=saga.data["student"])
 
         def record(tx: Any) -> dict[str, Any]:
@@ -192,7 +196,9 @@ def steps(ctx: Any) -> list[JobKind]:
                     expected_version=job.payload["version"],
                 )
             except VersionConflict:
-                return {"skipped": "the enrollment moved on"}
+                # It moved on while the contract left: take the contract back.
+                signatures.void(key=contract_key(saga.id))
+                return {"skipped": "the enrollment moved on", "voided": envelope.id}
             return {"envelope": envelope.id}
 
         return Apply(record)

@@ -15,7 +15,8 @@ and checks after each step that the engine did what ``Machine.decide``
 says and that every saga's history follows the definition: versions
 contiguous, one audit row per transition, every transition declared,
 terminal states left only by declared compensations, a timer firing once per
-deadline and never early.  Add your own rules with ``invariants=``.
+deadline and never early; then the application's own invariants (those of
+``saga verify``).  Add the test's own rules with ``invariants=``.
 
 The pieces, for tests of your own: :func:`events`, :func:`payloads` and
 :func:`event_sequences` (strategies from a machine), :func:`saga_state_machine`
