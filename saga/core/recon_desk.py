@@ -86,6 +86,10 @@ class Reconciliation:
         """The judge of an item's saga kind."""
         return self.judge_for(self.kind_of(item))
 
+    def outcomes_for(self, kind: str) -> tuple[str, ...]:
+        """The outcomes an operator may give an item of a ``kind`` saga, and ``reviewed``."""
+        return (*self.policy_for(kind).outcomes, REVIEWED)
+
     @property
     def outcomes(self) -> tuple[str, ...]:
         """The operators' outcomes: every kind's, and ``reviewed`` for review items."""
