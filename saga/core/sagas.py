@@ -328,12 +328,10 @@ class Sagas:
         """
         Deliver ``event`` to a saga and take the transition its machine decides.
 
-        ``origin`` is the door the event comes through (default ``step``, the
-        application's own code; ``operator`` on an operator's behalf); an
-        event its machine keeps to other doors is refused
-        (:class:`~saga.exceptions.EventRefused`, recorded with the saga).
-        Reconciliation outcomes are not fired here: ``engine.recon.resolve``
-        checks an operator's decision with the application's judge first.
+        ``origin``: the door it comes through (default ``step``, the application's
+        code); an event its machine keeps to other doors is refused and the
+        refusal recorded (:class:`~saga.exceptions.EventRefused`).  Reconciliation
+        outcomes go through ``engine.recon.resolve``, which asks the judge first.
 
         With ``expected_version``, a saga that moved on since the caller read
         it raises :class:`VersionConflict`.  With ``kind``, a saga of another
