@@ -49,6 +49,7 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
         ContradictedDecision,
         Decision,
         Judge,
+        Observation,
         ReconHook,
         ReconItem,
         ReconPolicy,
@@ -81,7 +82,19 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     from saga.core.webhooks import WebhookDoor
     from saga.core.worker import Worker
     from saga.exceptions import SagaError
-    from state_machine import Machine, State, Timeout, Transition, guard, to_mermaid
+    from state_machine import (
+        OPERATOR,
+        RECONCILIATION,
+        ROUTE,
+        STEP,
+        TIMER,
+        Machine,
+        State,
+        Timeout,
+        Transition,
+        guard,
+        to_mermaid,
+    )
     from steps import OutcomeUnknown, PermanentError, StepError, TransientError
 
 # Each public name and where it lives: importing ``saga`` costs nothing until a
@@ -120,6 +133,12 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Machine": ("state_machine", "Machine"),
     "Message": ("saga.core.inbox", "Message"),
     "NewJob": ("saga.core.jobs", "NewJob"),
+    "OPERATOR": ("state_machine", "OPERATOR"),
+    "Observation": ("saga.core.recon", "Observation"),
+    "RECONCILIATION": ("state_machine", "RECONCILIATION"),
+    "ROUTE": ("state_machine", "ROUTE"),
+    "STEP": ("state_machine", "STEP"),
+    "TIMER": ("state_machine", "TIMER"),
     "OutcomeUnknown": ("steps", "OutcomeUnknown"),
     "PermanentError": ("steps", "PermanentError"),
     "Poller": ("saga.core.pollers", "Poller"),
@@ -200,6 +219,11 @@ def __dir__() -> list[str]:
 
 __all__ = [
     "CRASH_POINTS",
+    "OPERATOR",
+    "RECONCILIATION",
+    "ROUTE",
+    "STEP",
+    "TIMER",
     "Application",
     "Apply",
     "Backoff",
@@ -226,6 +250,7 @@ __all__ = [
     "Machine",
     "Message",
     "NewJob",
+    "Observation",
     "Outage",
     "OutcomeUnknown",
     "PermanentError",

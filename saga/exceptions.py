@@ -25,6 +25,7 @@ __all__ = [
     "DatabaseUnavailable",
     "DefinitionError",
     "DuplicatePurchase",
+    "EventRefused",
     "IdempotencyConflict",
     "InvalidInput",
     "JobConflict",
@@ -51,6 +52,45 @@ class ApplicationError(DefinitionError):
         listing = "\n".join(f"  - {problem}" for problem in self.problems)
         SagaError.__init__(self, f"invalid application {application!r}:\n{listing}")
         self._kwargs = {"application": application, "problems": self.problems}
+
+
+class EventRefused(ConflictError):
+    """
+    The event came through a door its machine does not open to it; nothing changed.
+
+    ``origin`` is the door it came through (``operator``, ``route``…),
+    ``allowed`` the origins the machine declares for it, ``instead`` the
+    way it is fired (``saga recon resolve …`` for a reconciliation outcome).
+    """
+
+    def __init__(
+        self,
+        *,
+        saga_id: str,
+        kind: str,
+        event: str,
+        origin: str,
+        allowed: Sequence[str],
+        instead: str,
+    ) -> None:
+        self.saga_id = saga_id
+        self.kind = kind
+        self.event = event
+        self.origin = origin
+        self.allowed = tuple(allowed)
+        self.instead = instead
+        super().__init__(
+            f"refusing {event!r} on {kind} {saga_id} from {origin}: only "
+            f"{' or '.join(self.allowed)} may fire it; {instead} (the refusal is recorded)"
+        )
+        self._kwargs = {
+            "saga_id": saga_id,
+            "kind": kind,
+            "event": event,
+            "origin": origin,
+            "allowed": self.allowed,
+            "instead": instead,
+        }
 
 
 class InvalidInput(SagaError, ValueError):

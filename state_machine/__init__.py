@@ -7,13 +7,32 @@ persists what these objects decide.
 
 from __future__ import annotations
 
-from state_machine._definition import PREVIOUS_STATE, Guard, State, Timeout, Transition, guard
+from state_machine._definition import (
+    OPERATOR,
+    ORIGINS,
+    PREVIOUS_STATE,
+    RECONCILIATION,
+    ROUTE,
+    STEP,
+    TIMER,
+    Guard,
+    State,
+    Timeout,
+    Transition,
+    guard,
+)
 from state_machine._machine import Machine
 from state_machine._mermaid import to_mermaid
 from state_machine.errors import ConflictError, DefinitionError, SagaError, TransitionNotAllowed
 
 __all__ = [
+    "OPERATOR",
+    "ORIGINS",
     "PREVIOUS_STATE",
+    "RECONCILIATION",
+    "ROUTE",
+    "STEP",
+    "TIMER",
     "ConflictError",
     "DefinitionError",
     "Guard",

@@ -19,6 +19,21 @@ start with ``_`` belong to the engine.
 
 GuardCheck = Callable[[Mapping[str, Any], Mapping[str, Any]], bool]
 
+# Who may fire an event (``Machine(fired_by={event: origins})``).  The runtime
+# says which door an event came through; the machine says which doors it may.
+OPERATOR: Final = "operator"
+"""An operator's event: ``saga instances fire|cancel``, the Python API on their behalf."""
+ROUTE: Final = "route"
+"""A message from outside matched by an inbox route (a webhook, ``saga messages deliver``)."""
+STEP: Final = "step"
+"""The application's own code: its steps, hooks and jobs (``fire_in``, ``engine.sagas.fire``)."""
+TIMER: Final = "timer"
+"""A state's timeout, fired by a worker when its deadline passes."""
+RECONCILIATION: Final = "reconciliation"
+"""The reconciliation queue: the automatic checker, or ``saga recon resolve`` after its judge."""
+ORIGINS: Final = (OPERATOR, ROUTE, STEP, TIMER, RECONCILIATION)
+"""Every origin, in the order messages list them."""
+
 
 def is_name(value: str) -> bool:
     """Whether ``value`` is a valid state, event, guard or action name."""

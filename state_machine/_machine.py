@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from state_machine._validate import problems
+from state_machine._validate import origin_problems, problems
 from state_machine.errors import DefinitionError, TransitionNotAllowed
 
 if TYPE_CHECKING:
@@ -24,9 +24,14 @@ class Machine:
     :class:`~state_machine.errors.DefinitionError` listing all findings, so a
     broken definition fails at import time, not when a saga first hits the
     broken path.
+
+    ``fired_by`` says who may fire an event (:data:`~state_machine.ORIGINS`:
+    ``operator``, ``route``, ``step``, ``timer``, ``reconciliation``); an
+    event it does not name may be fired by any of them, except the outcomes
+    of a reconciliation policy, which the runtime keeps to reconciliation.
     """
 
-    __slots__ = ("_by_event", "_states", "name", "states", "transitions", "version")
+    __slots__ = ("_by_event", "_states", "fired_by", "name", "states", "transitions", "version")
 
     def __init__(
         self,
@@ -35,12 +40,20 @@ class Machine:
         version: int = 1,
         states: Iterable[State],
         transitions: Iterable[Transition],
+        fired_by: Mapping[str, str | Iterable[str]] | None = None,
     ) -> None:
         self.name = name
         self.version = version
         self.states: tuple[State, ...] = tuple(states)
         self.transitions: tuple[Transition, ...] = tuple(transitions)
+        self.fired_by: Mapping[str, frozenset[str]] = MappingProxyType(
+            {
+                event: frozenset((who,) if isinstance(who, str) else who)
+                for event, who in (fired_by or {}).items()
+            }
+        )
         found = problems(name, version, self.states, self.transitions)
+        found += origin_problems(self.states, self.transitions, self.fired_by)
         if found:
             raise DefinitionError(machine=name, problems=found)
         self._states = {state.name: state for state in self.states}
@@ -75,6 +88,10 @@ class Machine:
         except KeyError:
             msg = f"saga {self.name!r} has no state {name!r}; states: {', '.join(self._states)}"
             raise KeyError(msg) from None
+
+    def origins(self, event: str) -> frozenset[str] | None:
+        """Who may fire ``event``, as declared; ``None`` if the machine does not say."""
+        return self.fired_by.get(event)
 
     def has_state(self, name: str) -> bool:
         """Whether ``name`` is a state of this machine."""

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from typing import TYPE_CHECKING
 
-from state_machine._definition import Guard, State, Timeout, Transition, is_name
+from state_machine._definition import ORIGINS, TIMER, Guard, State, Timeout, Transition, is_name
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable, Mapping, Sequence
 
 
 def problems(
@@ -27,6 +27,34 @@ def problems(
         # The graph checks below assume names resolve; stop at the first layer.
         return found
     found += _graph_problems(states, transitions)
+    return found
+
+
+def origin_problems(
+    states: Sequence[State],
+    transitions: Sequence[Transition],
+    fired_by: Mapping[str, frozenset[str]],
+) -> list[str]:
+    """What is wrong with ``fired_by``: an unknown event or origin, a timeout no timer may fire."""
+    found: list[str] = []
+    events = {transition.event for transition in transitions}
+    for event, origins in fired_by.items():
+        if event not in events:
+            found.append(f"fired_by names {event!r}, which no transition accepts")
+        if not origins:
+            found.append(f"fired_by gives {event!r} no origin: nothing could ever fire it")
+        for origin in sorted(origins - set(ORIGINS)):
+            found.append(
+                f"fired_by gives {event!r} the unknown origin {origin!r}; "
+                f"origins: {', '.join(ORIGINS)}"
+            )
+    for state in states:
+        timer = fired_by.get(state.timeout.event) if state.timeout is not None else None
+        if state.timeout is not None and timer is not None and TIMER not in timer:
+            found.append(
+                f"timeout event {state.timeout.event!r} of state {state.name!r} "
+                "must be fireable by 'timer' (fired_by)"
+            )
     return found
 
 

@@ -16,7 +16,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from state_machine._definition import PREVIOUS_STATE, State, Timeout, Transition, guard
+from state_machine._definition import (
+    OPERATOR,
+    PREVIOUS_STATE,
+    RECONCILIATION,
+    ROUTE,
+    STEP,
+    TIMER,
+    State,
+    Timeout,
+    Transition,
+    guard,
+)
 from state_machine._machine import Machine
 
 if TYPE_CHECKING:
@@ -180,5 +191,30 @@ TRANSITIONS: Final = (
     ),
 )
 
-PURCHASE: Final = Machine("purchase", version=1, states=STATES, transitions=TRANSITIONS)
+_PROVIDER = (STEP, ROUTE)
+# Who may fire what.  The provider's answers come through the steps and the
+# webhooks, deadlines through timers; money decisions on an unknown outcome
+# only through reconciliation (the checker, or an operator's decision its
+# judge checked): an operator's `saga instances fire` cannot confirm a
+# purchase the provider never charged.
+FIRED_BY: Final = {
+    "payment_requested": STEP,
+    "payment_succeeded": _PROVIDER,
+    "payment_failed": _PROVIDER,
+    "payment_outcome_unknown": _PROVIDER,
+    "hold_expired": TIMER,
+    "cancel": (OPERATOR, STEP, ROUTE),
+    "refund_succeeded": _PROVIDER,
+    "refund_failed": _PROVIDER,
+    "refund_outcome_unknown": _PROVIDER,
+    "refund_overdue": TIMER,
+    "resolve_paid": RECONCILIATION,
+    "resolve_not_paid": RECONCILIATION,
+    "resolve_refund": RECONCILIATION,
+    "resolve_refunded": RECONCILIATION,
+}
+
+PURCHASE: Final = Machine(
+    "purchase", version=1, states=STATES, transitions=TRANSITIONS, fired_by=FIRED_BY
+)
 """The purchase saga, version 1."""

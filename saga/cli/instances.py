@@ -182,6 +182,13 @@ def _show(args: argparse.Namespace, out: Output) -> int:
             f"  {item.id} ({item.kind}): {item.reason}, owner {item.owner}, "
             f"next check {iso(item.next_check_at)}"
         )
+    if instance.refused:
+        out.line("refused events (not applied):")
+        for refused in instance.refused:
+            out.line(
+                f"  {refused['at']}  {refused['event']} from {refused['origin']} "
+                f"by {refused['actor']}: {refused['cause'] or '-'}"
+            )
     return EXIT_OK
 
 

@@ -265,14 +265,27 @@ def _recon_resolve(args: argparse.Namespace, out: Output) -> int:
             amount_minor=amount,
         )
         saga = engine.sagas.get(item.saga_id)
+        checked = engine.recon.judge_for(saga.kind) is not None
     if out.as_json:
         # purchase_state: the name the purchase's scripts know; saga_state for any kind.
-        out.json({**item.to_json(), "purchase_state": saga.state, "saga_state": saga.state})
+        out.json(
+            {
+                **item.to_json(),
+                "purchase_state": saga.state,
+                "saga_state": saga.state,
+                "checked": checked,
+            }
+        )
     else:
         out.line(
             f"item {item.id} resolved as {item.resolution} by {item.resolved_by}; "
             f"{saga.kind} {saga.id} is now {saga.state}"
         )
+        if not checked:
+            out.line(
+                f"note: the decision was not checked: the {saga.kind} reconciliation "
+                "policy says unchecked (no judge asked the outside world)"
+            )
     return EXIT_OK
 
 

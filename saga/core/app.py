@@ -20,13 +20,15 @@ import importlib
 import os
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
 from saga.core.handlers import Handlers, JobKind
-from saga.core.recon import ReconPolicy
-from saga.core.sagas import Context, Registry
+from saga.core.recon import ReconHook, ReconPolicy
+from saga.core.sagas import Context, Registry, SagaType
 from saga.core.sqlfiles import DIALECTS, ENGINE
 from saga.exceptions import ApplicationError, InvalidInput, NotFound
+from state_machine import RECONCILIATION, ROUTE
 
 if TYPE_CHECKING:
     from saga.core.consumer import Consumer
@@ -88,8 +90,12 @@ class Application:
         figures: its own figures for ``saga stats`` (under ``"application"``).
         routes: its inbox routes: a message of a source and a type, correlated to
             a saga, becomes a saga event (``engine.messages.deliver``).
-        recon: its reconciliation policy: the state meaning "outcome unknown",
-            the operators' outcomes and their events, the checker's job kind.
+        recon: its reconciliation: one :class:`~saga.ReconPolicy` (for every
+            kind whose machine has the policy's state), or one per saga kind
+            (``{"purchase": …, "payout": …}``): the state meaning "outcome
+            unknown", the operators' outcomes and their events, the checker's
+            job kind, the judge.  The engine wires each kind's
+            :class:`~saga.ReconHook` itself.
         services: named objects its commands and users reach as attributes of
             the engine (``engine.purchases``); a :class:`Lazy` one is computed
             on each access.
@@ -115,7 +121,7 @@ class Application:
     pollers: PollersFactory = _nothing
     invariants: InvariantsFactory = _nothing
     services: ServicesFactory = _no_services
-    recon: ReconPolicy = field(default_factory=ReconPolicy)
+    recon: ReconPolicy | Mapping[str, ReconPolicy] = field(default_factory=ReconPolicy)
     routes: tuple[Route, ...] = ()
     figures: FiguresFactory = _no_services
     sql: SqlComponent | None = None
@@ -123,6 +129,46 @@ class Application:
     consumers: tuple[Consumer, ...] = ()
     webhooks: WebhooksFactory = _no_services
     messages: MessagesOf = _no_messages
+
+    def recon_policies(self) -> dict[str, ReconPolicy]:
+        """
+        Its reconciliation policy of each saga kind that has one.
+
+        The single-policy form covers every kind whose machine declares the
+        policy's state; a policy without outcomes is no reconciliation at all.
+        """
+        if isinstance(self.recon, ReconPolicy):
+            policy = self.recon
+            if not policy.outcomes:
+                return {}
+            return {
+                saga_type.machine.name: policy
+                for saga_type in self.registry
+                if saga_type.machine.has_state(policy.state)
+            }
+        return dict(self.recon)
+
+    def wired_registry(self) -> Registry:
+        """
+        Its registry as the engine runs it: each kind knows its policy's outcomes.
+
+        A kind with a policy and no :class:`~saga.ReconHook` gets one: an
+        application declares its policy once, the engine opens its items.
+        """
+        policies = self.recon_policies()
+
+        def wire(saga_type: SagaType) -> SagaType:
+            policy = policies.get(saga_type.machine.name)
+            if policy is None:
+                return saga_type
+            hooks = saga_type.hooks
+            if not any(isinstance(hook, ReconHook) for hook in hooks):
+                hooks = (*hooks, ReconHook(policy))
+            return dataclasses.replace(
+                saga_type, hooks=hooks, recon_outcomes=MappingProxyType(dict(policy.outcomes))
+            )
+
+        return self.registry.mapped(wire)
 
     def route_sources(self) -> set[str]:
         """The sources its inbox routes take messages from."""
@@ -154,11 +200,8 @@ class Application:
         found += self.sql_problems()
         names = [consumer.name for consumer in self.consumers]
         found += sorted({f"consumer {n!r} is declared twice" for n in names if names.count(n) > 1})
-        found += [
-            f"reconciliation outcome {outcome!r} fires {event!r}, which no saga declares"
-            for outcome, event in self.recon.outcomes.items()
-            if event not in events
-        ]
+        found += self._recon_problems(engine)
+        found += self._route_origin_problems()
         for saga_type in self.registry:
             machine = saga_type.machine
             for emit in saga_type.emits:
@@ -184,6 +227,72 @@ class Application:
                 for name in sorted(steps - actions)
             ]
             found += _over_ceiling(saga_type.max_attempts, kinds, actions)
+        return found
+
+    def _recon_problems(self, engine: Context) -> list[str]:
+        if isinstance(self.recon, ReconPolicy):
+            policies = {"": self.recon} if self.recon.outcomes else {}
+        else:
+            policies = dict(self.recon)
+        found = _unknown_kinds(policies, self.registry)
+        wired = self.recon_policies()
+        has_judge = getattr(engine, "judge", None) is not None
+        for kind, policy in policies.items():
+            machines = [t.machine for t in self.registry if t.machine.name == kind or not kind]
+            if kind and machines and not all(m.has_state(policy.state) for m in machines):
+                found.append(
+                    f"reconciliation of {kind!r}: its machine has no state {policy.state!r}"
+                )
+            where = f"reconciliation of {kind!r}" if kind else "reconciliation"
+            events = {t.event for m in machines for t in m.transitions}
+            found += [
+                f"{where}: outcome {outcome!r} fires {event!r}, which no saga declares"
+                for outcome, event in policy.outcomes.items()
+                if event not in events
+            ]
+            found += [
+                f"{where}: outcome {outcome!r} fires {event!r}, which its machine does not let "
+                "reconciliation fire (fired_by)"
+                for outcome, event in policy.outcomes.items()
+                for m in machines
+                if (origins := m.origins(event)) is not None and RECONCILIATION not in origins
+            ]
+            found += _judge_problems(where, policy, has_judge=has_judge)
+        for saga_type in self.registry:
+            name = saga_type.machine.name
+            for hook in saga_type.hooks:
+                if not isinstance(hook, ReconHook):
+                    continue
+                if name not in wired:
+                    found.append(
+                        f"saga {name!r} registers a ReconHook but the application declares no "
+                        "reconciliation policy for it: give Application(recon=…)"
+                    )
+                elif hook.policy is not wired[name]:
+                    found.append(
+                        f"saga {name!r} registers a ReconHook with another policy than the "
+                        "application's recon for it (leave the hook out: the engine wires it)"
+                    )
+        return found
+
+    def _route_origin_problems(self) -> list[str]:
+        found: list[str] = []
+        for route in self.routes:
+            for saga_type in self.registry:
+                origins = saga_type.machine.origins(route.event)
+                policy = self.recon_policies().get(saga_type.machine.name)
+                if (
+                    origins is None
+                    and policy is not None
+                    and route.event in policy.outcomes.values()
+                ):
+                    origins = frozenset({RECONCILIATION})
+                if origins is not None and ROUTE not in origins:
+                    found.append(
+                        f"inbox route {route.source}/{route.type} fires {route.event!r}, which "
+                        f"saga {saga_type.machine.name!r} lets only "
+                        f"{', '.join(sorted(origins))} fire"
+                    )
         return found
 
     def sql_problems(self) -> list[str]:
@@ -243,6 +352,28 @@ def _over_ceiling(ceiling: int | None, kinds: Iterable[JobKind], actions: set[st
         for kind in kinds
         if kind.name in actions and kind.max_attempts > ceiling
     ]
+
+
+def _unknown_kinds(policies: Mapping[str, ReconPolicy], registry: Registry) -> list[str]:
+    return [
+        f"reconciliation policy for {kind!r}, which is no saga kind of the application"
+        for kind in policies
+        if kind and kind not in registry.kinds
+    ]
+
+
+def _judge_problems(where: str, policy: ReconPolicy, *, has_judge: bool) -> list[str]:
+    if not policy.outcomes:
+        return []
+    if policy.judge is not None and policy.unchecked:
+        return [f"{where}: names a judge and says unchecked=True; choose one"]
+    if policy.judge is None and not policy.unchecked and not has_judge:
+        return [
+            f"{where}: operators' outcomes ({', '.join(policy.outcomes)}) but no judge: "
+            "name one (ReconPolicy(judge=…)) or say ReconPolicy(unchecked=True) to apply "
+            "their decisions unchecked"
+        ]
+    return []
 
 
 def default_app() -> Application:

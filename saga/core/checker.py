@@ -30,6 +30,7 @@ from saga.core.recon import (
     schedule_check,
 )
 from saga.core.sagas import fire_in, get_in
+from state_machine import RECONCILIATION
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -140,6 +141,7 @@ class Checker(Generic[Seen]):
                 },
                 actor=CHECKER,
                 cause=f"automatic check: {verdict.reading}",
+                origin=RECONCILIATION,
             )
             return {"resolved": verdict.outcome}
         attempts = item.attempts + 1

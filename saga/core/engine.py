@@ -11,7 +11,8 @@ from saga.core.app import Application, Lazy, default_app
 from saga.core.db import DEFAULT_URL, Database
 from saga.core.inbox import Inbox
 from saga.core.instances import Instances
-from saga.core.recon_desk import Reconciliation
+from saga.core.recon import ReconPolicy
+from saga.core.recon_desk import Reconciliation, judge_problems
 from saga.core.relay import DEFAULT_LEASE_SECONDS, Publisher, Relay, Subscribers
 from saga.core.sagas import Registry, Sagas
 from saga.core.sqlfiles import ENGINE
@@ -89,14 +90,34 @@ class Engine:
         self.create = create
         if check_schema:
             self.db.before_first_use(self._check_schema)
-        self.registry = app.registry
+        policies = app.recon_policies()
+        # Each kind knows its policy (who may fire its outcomes), and gets its
+        # ReconHook if the application did not register one.
+        self.registry = app.wired_registry()
         self.options: dict[str, Any] = {"sandbox_url": sandbox_url, "provider": provider}
         self.sagas = Sagas(self.db, self.registry)
         self.instances = Instances(self.db, self.registry, self.sagas, context=self)
         self.messages = Inbox(self.db, self.registry, app.routes)
         self._services = dict(app.services(self))
-        self.recon = Reconciliation(self.db, self.registry, self._services.get("judge"), app.recon)
-        app.check(self)
+        # A policy's own judge; else the older form, the service named "judge".
+        fallback = self._services.get("judge")
+        judges = {
+            kind: fallback if policy.judge is None else policy.judge(self)
+            for kind, policy in policies.items()
+            if not policy.unchecked
+        }
+        judges.update({kind: None for kind, policy in policies.items() if policy.unchecked})
+        self.recon = Reconciliation(
+            self.db,
+            self.registry,
+            fallback,
+            app.recon if isinstance(app.recon, ReconPolicy) else None,
+            policies=policies,
+            judges=judges,
+        )
+        found = app.problems(self) + judge_problems(judges)
+        if found:
+            raise ApplicationError(application=app.name, problems=found)
 
     def __repr__(self) -> str:
         return f"<Engine {self.app.name} on {self.db!r}>"

@@ -20,8 +20,10 @@ from typing import TYPE_CHECKING, Any
 
 from saga import validation
 from saga.codec import digest, dump_json
+from saga.core.refusals import record_refusal
 from saga.core.sagas import fire_in
-from saga.exceptions import InvalidInput, TransitionNotAllowed
+from saga.exceptions import EventRefused, InvalidInput, TransitionNotAllowed
+from state_machine import ROUTE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -183,12 +185,23 @@ def deliver_in(tx: Tx, registry: Registry, route: Route, message: Message) -> De
             payload=payload,
             actor=message.source,
             cause=f"message {message.source}/{message.event_id}",
+            origin=ROUTE,
         )
         outcome = "absorbed" if fired.absorbed else "applied"
         if fired.absorbed:
             detail = f"{fired.saga.state} is final"
     except TransitionNotAllowed as exc:
         outcome, detail = "not_applicable", exc.message
+    except EventRefused as refused:
+        # Nothing was written before the refusal: record it with the message.
+        record_refusal(
+            tx,
+            refused=refused,
+            actor=message.source,
+            cause=f"message {message.source}/{message.event_id}",
+            payload=payload,
+        )
+        outcome, detail = "not_applicable", refused.message
     tx.run("settle_message", **key, saga_id=saga_id, outcome=outcome, detail=detail)
     return Delivery(
         message.source,

@@ -20,8 +20,10 @@ from saga.codec import iso, maybe_utc
 from saga.core.queue import JobInfo
 from saga.core.recon import ReconItem
 from saga.core.records import SagaRecord
+from saga.core.refusals import refusals_in
 from saga.core.sagas import Fired, Registry, Sagas, get_in, history_in
 from saga.exceptions import InvalidInput, TransitionNotAllowed
+from state_machine import OPERATOR
 
 if TYPE_CHECKING:
     from saga.core.db import Database, Tx
@@ -41,6 +43,8 @@ class Instance:
     jobs: tuple[JobInfo, ...]
     items: tuple[ReconItem, ...]
     terminal: bool
+    #: Events refused at their door (who may fire them), oldest first.
+    refused: tuple[dict[str, Any], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The saga, its history, its live jobs, timers and dead letters, its open items."""
@@ -52,6 +56,7 @@ class Instance:
             "timers": [j for j in jobs if j["kind"] == "saga.timeout" and j["state"] != "failed"],
             "dead_letters": [j for j in jobs if j["state"] == "failed"],
             "reconciliation": [item.to_json() for item in self.items],
+            "refused": list(self.refused),
         }
 
 
@@ -183,6 +188,7 @@ class Instances:
                     ReconItem.from_row(row) for row in tx.all("open_items_of_saga", saga_id=saga_id)
                 ),
                 terminal=self.terminal(saga),
+                refused=tuple(refusals_in(tx, saga_id)),
             )
 
         return self.db.transaction(work, write=False)
@@ -230,14 +236,20 @@ class Instances:
     def fire(
         self, saga_id: str, event: str, *, payload: str | None, actor: str, reason: str
     ) -> Fired:
-        """An operator's event, audited with who and why; refused if the machine refuses it."""
+        """
+        An operator's event, audited with who and why; refused if the machine refuses it.
+
+        An event its machine keeps from operators (a reconciliation outcome:
+        ``saga recon resolve`` and its judge) is refused and the refusal
+        recorded (:class:`~saga.exceptions.EventRefused`).
+        """
         _validation.identifier("saga_id", saga_id)
         _validation.identifier("event", event)
         actor = _validation.identifier("actor", actor)
         reason = _validation.text("reason", reason)
         data = _validation.json_object("payload", payload)
         fired: Fired = self.sagas.fire(
-            saga_id, event, payload=data, actor=f"operator:{actor}", cause=reason
+            saga_id, event, payload=data, actor=f"operator:{actor}", cause=reason, origin=OPERATOR
         )
         if fired.absorbed:
             raise TransitionNotAllowed(

@@ -22,7 +22,7 @@ from __future__ import annotations
 import json
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from saga.codec import as_utc, dump_json, iso, load_json, maybe_utc
 from saga.core.handlers import Apply, JobKind
@@ -39,7 +39,7 @@ if TYPE_CHECKING:
     from saga.core.db import Tx
     from saga.core.queue import Job
     from saga.core.records import SagaRecord
-    from saga.core.sagas import Change
+    from saga.core.sagas import Change, Context
 
 log = get_logger(__name__)
 
@@ -119,6 +119,15 @@ class ReconPolicy:
         amount: how an operator's amount of money moved outside the provider
             (``--amount``, the console's field) becomes minor units, from the
             saga (its currency); ``None``: the application takes no amounts.
+        judge: builds, for an engine, the :class:`Judge` that checks operators'
+            decisions against fresh evidence (``judge=EnvelopeJudge``).  A
+            policy with outcomes names its judge, or says ``unchecked=True``;
+            the older form, a service named ``judge``, still counts as naming it.
+        unchecked: operators' decisions are applied as given, unchecked
+            (``saga recon resolve`` says so, and the audit records it).
+
+    An application with several saga kinds gives one policy per kind
+    (``Application(recon={"purchase": …, "payout": …})``).
 
     """
 
@@ -135,6 +144,8 @@ class ReconPolicy:
     review_seconds: float = 3600.0
     deadline_seconds: float = 24 * 3600.0
     amount: Callable[[SagaRecord, str], int] | None = None
+    judge: Callable[[Context], Judge] | None = None
+    unchecked: bool = False
 
     def next_check(self, attempts: int) -> float:
         """Seconds until the check after ``attempts`` checks (exponential, capped)."""
@@ -250,8 +261,15 @@ class Decision:
         return f"operator:{self.operator}"
 
 
+@runtime_checkable
 class Observation(Protocol):
-    """What a :class:`Judge` saw when it asked the outside world again."""
+    """
+    What a :class:`Judge` saw when it asked the outside world again.
+
+    ``to_json()`` is recorded with the decision (the resolving event's
+    ``observation``) and shown to operators; a judge's ``observe`` returns
+    an object that has it (checked when an engine opens the application).
+    """
 
     def to_json(self) -> dict[str, Any]:
         """The observation as evidence (plain data)."""

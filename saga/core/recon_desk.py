@@ -11,6 +11,7 @@ a transaction of its own, since the refused one rolled back.
 from __future__ import annotations
 
 import functools
+import typing
 from typing import TYPE_CHECKING, Any
 
 from saga import validation as _validation
@@ -19,6 +20,7 @@ from saga.core.recon import (
     REVIEWED,
     ContradictedDecision,
     Decision,
+    Observation,
     ReconItem,
     ReconPolicy,
     StaleDecision,
@@ -28,12 +30,13 @@ from saga.core.recon import (
 )
 from saga.core.sagas import fire_in, get_in
 from saga.exceptions import ConflictError, InvalidInput, SagaError
+from state_machine import RECONCILIATION
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from saga.core.db import Database, Tx
-    from saga.core.recon import Judge, Observation
+    from saga.core.recon import Judge
     from saga.core.sagas import Registry
 
 
@@ -46,16 +49,52 @@ class Reconciliation:
         registry: Registry,
         judge: Judge | None = None,
         policy: ReconPolicy | None = None,
+        *,
+        policies: Mapping[str, ReconPolicy] | None = None,
+        judges: Mapping[str, Judge | None] | None = None,
     ) -> None:
         self.db = db
         self.registry = registry
-        self.judge = judge
-        self.policy = policy or ReconPolicy()
+        self.policies = dict(policies or {})
+        self.judges = dict(judges or {})
+        self._judge = judge
+        self._policy = policy or next(iter(self.policies.values()), None) or ReconPolicy()
+
+    @property
+    def policy(self) -> ReconPolicy:
+        """The application's policy (with one per kind, the first: see :meth:`policy_for`)."""
+        return self._policy
+
+    @property
+    def judge(self) -> Judge | None:
+        """The judge of :attr:`policy` (with a policy per kind: see :meth:`judge_for`)."""
+        return self._judge if self._judge is not None else next(iter(self.judges.values()), None)
+
+    def policy_for(self, kind: str) -> ReconPolicy:
+        """The reconciliation policy of saga kind ``kind``."""
+        return self.policies.get(kind, self._policy)
+
+    def judge_for(self, kind: str) -> Judge | None:
+        """The judge of saga kind ``kind``'s decisions; ``None``: they are not checked."""
+        return self.judges.get(kind, self._judge)
+
+    def kind_of(self, item: ReconItem) -> str:
+        """The saga kind of an item's saga."""
+        return self.db.transaction(lambda tx: get_in(tx, item.saga_id).kind, write=False)
+
+    def judge_of(self, item: ReconItem) -> Judge | None:
+        """The judge of an item's saga kind."""
+        return self.judge_for(self.kind_of(item))
+
+    def outcomes_for(self, kind: str) -> tuple[str, ...]:
+        """The outcomes an operator may give an item of a ``kind`` saga, and ``reviewed``."""
+        return (*self.policy_for(kind).outcomes, REVIEWED)
 
     @property
     def outcomes(self) -> tuple[str, ...]:
-        """The operators' outcomes: the application's, and ``reviewed`` for review items."""
-        return (*self.policy.outcomes, REVIEWED)
+        """The operators' outcomes: every kind's, and ``reviewed`` for review items."""
+        policies = list(self.policies.values()) or [self._policy]
+        return (*dict.fromkeys(o for p in policies for o in p.outcomes), REVIEWED)
 
     def find(
         self,
@@ -134,14 +173,15 @@ class Reconciliation:
         The application's policy reads it (the purchase: in the purchase's
         currency); an application without one takes no amounts.
         """
-        if self.policy.amount is None:
-            raise InvalidInput(field="amount", problem="this application takes no amounts")
-        parse = self.policy.amount
         _validation.identifier("item_id", item_id)
 
         def work(tx: Tx) -> int:
             item = get_item_in(tx, item_id)
-            return parse(get_in(tx, item.saga_id), text)
+            saga = get_in(tx, item.saga_id)
+            parse = self.policy_for(saga.kind).amount
+            if parse is None:
+                raise InvalidInput(field="amount", problem="this application takes no amounts")
+            return parse(saga, text)
 
         return self.db.transaction(work, write=False)
 
@@ -176,6 +216,8 @@ class Reconciliation:
             external_ref = _validation.operation_id(external_ref, field="external_ref")
         what = f"resolve as {outcome}"
         item = self.db.transaction(lambda tx: get_item_in(tx, item_id), write=False)
+        kind = self.kind_of(item)
+        policy, judge = self.policy_for(kind), self.judge_for(kind)
         decision = Decision(
             item=item,
             outcome=outcome,
@@ -187,17 +229,17 @@ class Reconciliation:
         if item.kind == "review":
             review = functools.partial(_review, decision=decision, expected=expected_version)
             return self._audited(item_id, operator, what, review)
-        if outcome == REVIEWED:
+        if outcome not in policy.outcomes:
             raise InvalidInput(
                 field="outcome",
-                problem="'reviewed' closes review items; this item holds its saga: "
-                f"resolve it as {' | '.join(self.policy.outcomes)}",
+                problem=f"this item holds a {kind} saga: resolve it as "
+                f"{' | '.join(policy.outcomes)}"
+                + (" ('reviewed' closes review items)" if outcome == REVIEWED else ""),
             )
         observation: Observation | None = None
-        if self.judge is not None:
-            judge = self.judge
+        if judge is not None:
             observation = self._audited_call(
-                item_id, operator, what, lambda: judge.observe(decision)
+                item_id, operator, what, lambda: _observed(judge, decision)
             )
 
         def work(tx: Tx) -> ReconItem:
@@ -215,13 +257,21 @@ class Reconciliation:
                 external_ref=external_ref,
                 amount_minor=amount_minor,
             )
-            if self.judge is not None and observation is not None:
-                self.judge.check(tx, current, observation)
+            if judge is not None and observation is not None:
+                judge.check(tx, current, observation)
+            else:
+                event_log(
+                    tx,
+                    item_id,
+                    current.actor,
+                    "unchecked",
+                    why=f"the {kind} reconciliation policy says decisions are not checked",
+                )
             fire_in(
                 tx,
                 self.registry,
                 locked.saga_id,
-                self.policy.outcomes[outcome],
+                policy.outcomes[outcome],
                 payload={
                     "item_id": item_id,
                     "item_version": version,
@@ -232,6 +282,7 @@ class Reconciliation:
                 },
                 actor=current.actor,
                 cause=reason,
+                origin=RECONCILIATION,
             )
             return get_item_in(tx, item_id)
 
@@ -255,6 +306,52 @@ class Reconciliation:
             )
             self.db.transaction(refusal)
             raise
+
+
+def judge_problems(judges: Mapping[str, Judge | None]) -> list[str]:
+    """
+    What is wrong with the judges of each kind, seen without asking anything.
+
+    A judge needs ``observe`` and ``check``; the observation ``observe``
+    says it returns (its annotation) must have ``to_json()``.  Without an
+    annotation, the observation is checked when a decision is made.
+    """
+    found: list[str] = []
+    for kind, judge in judges.items():
+        if judge is None:
+            continue
+        name = type(judge).__name__
+        if not callable(getattr(judge, "observe", None)) or not callable(
+            getattr(judge, "check", None)
+        ):
+            found.append(
+                f"the judge of {kind!r} ({name}) needs observe(decision) and "
+                "check(tx, decision, observation)"
+            )
+            continue
+        try:
+            returned = typing.get_type_hints(judge.observe).get("return")
+        except (NameError, TypeError, AttributeError):
+            continue  # an annotation it cannot resolve: checked at the decision
+        if isinstance(returned, type) and not callable(getattr(returned, "to_json", None)):
+            found.append(
+                f"the judge of {kind!r} ({name}): observe returns {returned.__name__}, which has "
+                "no to_json(); an observation is an Observation (to_json() -> dict)"
+            )
+    return found
+
+
+def _observed(judge: Judge, decision: Decision) -> Observation:
+    """What the judge saw, refused clearly if it is no :class:`Observation`."""
+    observation = judge.observe(decision)
+    if not isinstance(observation, Observation):
+        raise InvalidInput(
+            field="app",
+            problem=f"the judge {type(judge).__name__}.observe returned a "
+            f"{type(observation).__name__}, which has no to_json(): a judge's observation is "
+            "an Observation (to_json() -> dict); nothing was applied",
+        )
+    return observation
 
 
 def _review(tx: Tx, *, decision: Decision, expected: int | None) -> ReconItem:

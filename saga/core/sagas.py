@@ -10,6 +10,7 @@ there).  Either all of it commits or none of it does.
 
 from __future__ import annotations
 
+import functools
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -21,10 +22,17 @@ from saga.core.faults import crash_point
 from saga.core.jobs import DEFAULT_MAX_ATTEMPTS, TIMER_KIND, NewJob, enqueue_many_in, timer_job
 from saga.core.outbox import emit_in
 from saga.core.records import SagaRecord, TransitionRecord
-from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
+from saga.core.refusals import check_origin, record_refusal
+from saga.exceptions import (
+    EventRefused,
+    IdempotencyConflict,
+    InvalidInput,
+    NotFound,
+    VersionConflict,
+)
 from saga.validation import identifier as check_identifier
 from saga.validation import operation_id as check_operation_id
-from state_machine import PREVIOUS_STATE
+from state_machine import ORIGINS, PREVIOUS_STATE, RECONCILIATION, STEP
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
@@ -115,6 +123,10 @@ class SagaType:
     ``max_attempts`` is an optional ceiling over every step of the kind (the
     application check refuses a step asking for more); ``None``, the default,
     lets each step's own figure be the limit.
+
+    ``recon_outcomes`` are its reconciliation policy's outcomes and their
+    events, set by the engine from the application's: only reconciliation
+    fires those events unless its machine says otherwise.
     """
 
     machine: Machine
@@ -124,6 +136,7 @@ class SagaType:
     steps: Mapping[str, Step] | StepKinds | None = None
     emits: tuple[Emit, ...] = ()
     starter: Starter | None = None
+    recon_outcomes: Mapping[str, str] = field(default_factory=dict)
     # The attempts of the job kinds running its actions, by action, learnt
     # from the kinds an engine built (a factory's kinds exist only for an
     # engine): a job is accepted with its kind's figure, not a default.
@@ -214,6 +227,12 @@ class Registry:
         )
         self._types[key] = saga_type
         return saga_type
+
+    def mapped(self, change: Callable[[SagaType], SagaType]) -> Registry:
+        """A copy with ``change`` applied to every registered type (the engine's wiring)."""
+        copy = Registry()
+        copy._types = {key: change(saga_type) for key, saga_type in self._types.items()}
+        return copy
 
     def get(self, kind: str, version: int | None = None) -> SagaType:
         """The registered type; the newest version when ``version`` is ``None``."""
@@ -362,9 +381,15 @@ class Sagas:
         expected_version: int | None = None,
         data_update: Mapping[str, Any] | None = None,
         kind: str | None = None,
+        origin: str = STEP,
     ) -> Fired:
         """
         Deliver ``event`` to a saga and take the transition its machine decides.
+
+        ``origin``: the door it comes through (default ``step``, the application's
+        code); an event its machine keeps to other doors is refused and the
+        refusal recorded (:class:`~saga.exceptions.EventRefused`).  Reconciliation
+        outcomes go through ``engine.recon.resolve``, which asks the judge first.
 
         With ``expected_version``, a saga that moved on since the caller read
         it raises :class:`VersionConflict`.  With ``kind``, a saga of another
@@ -375,20 +400,36 @@ class Sagas:
         :class:`~saga.exceptions.TransitionNotAllowed`.
         """
         check_identifier("saga_id", saga_id)
-        return self.db.transaction(
-            lambda tx: fire_in(
-                tx,
-                self.registry,
-                saga_id,
-                event,
-                payload=payload or {},
-                actor=actor,
-                cause=cause,
-                expected_version=expected_version,
-                data_update=data_update,
-                kind=kind,
+        if origin not in ORIGINS or origin == RECONCILIATION:
+            raise InvalidInput(
+                field="origin",
+                problem=f"must be one of {', '.join(o for o in ORIGINS if o != RECONCILIATION)}"
+                " (reconciliation outcomes go through engine.recon.resolve and its judge)",
             )
-        )
+        try:
+            return self.db.transaction(
+                lambda tx: fire_in(
+                    tx,
+                    self.registry,
+                    saga_id,
+                    event,
+                    payload=payload or {},
+                    actor=actor,
+                    cause=cause,
+                    expected_version=expected_version,
+                    data_update=data_update,
+                    kind=kind,
+                    origin=origin,
+                )
+            )
+        except EventRefused as refused:
+            # The refused transaction rolled back; its record commits on its own.
+            self.db.transaction(
+                functools.partial(
+                    record_refusal, refused=refused, actor=actor, cause=cause, payload=payload or {}
+                )
+            )
+            raise
 
 
 def get_in(tx: Tx, saga_id: str) -> SagaRecord:
@@ -501,8 +542,18 @@ def fire_in(
     expected_version: int | None = None,
     data_update: Mapping[str, Any] | None = None,
     kind: str | None = None,
+    origin: str = STEP,
 ) -> Fired:
-    """:meth:`Sagas.fire` inside ``tx``."""
+    """
+    :meth:`Sagas.fire` inside ``tx``, from ``origin``.
+
+    The door says which it is: ``step`` (the default: an application's
+    steps and hooks), ``operator``, ``route``, ``timer``, ``reconciliation``
+    (the checker and ``recon resolve``).  An event the saga's machine (or its
+    reconciliation policy) keeps to other doors raises
+    :class:`~saga.exceptions.EventRefused` before anything is written; the
+    caller records the refusal (:func:`~saga.core.refusals.record_refusal`).
+    """
     if not actor:
         raise InvalidInput(field="actor", problem="must not be empty")
     try:
@@ -520,6 +571,9 @@ def fire_in(
     transition = machine.decide(before.state, event, before.data, payload)
     if transition is None:
         return Fired(saga=before, transition=None)
+    check_origin(
+        tx, saga_type.machine, saga_type.recon_outcomes, saga_id, event=event, origin=origin
+    )
     target = machine.state(transition.target)
     # The engine's own key, so that guards can ask where a saga came from.
     data = {**before.data, **(data_update or {}), PREVIOUS_STATE: before.state}

@@ -9,6 +9,7 @@ from saga.core.handlers import Apply, JobKind
 from saga.core.jobs import TIMER_KIND, TIMER_QUEUE
 from saga.core.sagas import fire_in, lock_in
 from saga.exceptions import NotFound
+from state_machine import TIMER
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -78,5 +79,6 @@ def fire_timeout_in(
         actor="timer",
         cause=f"deadline {event} of version {version}",
         expected_version=version,
+        origin=TIMER,
     )
     return {"fired": event, "state": fired.saga.state, "version": fired.saga.version}

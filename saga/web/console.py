@@ -103,14 +103,15 @@ def recon_item(item_id: str) -> str:
         events=events,
         saga=saga,
         history=engine().sagas.history(item.saga_id),
-        provider=_provider_answer(item),
-        outcomes=engine().recon.outcomes,
+        provider=_provider_answer(item, saga.kind),
+        # Each kind has its own policy: this saga's outcomes only.
+        outcomes=engine().recon.outcomes_for(saga.kind),
     )
 
 
-def _provider_answer(item: Any) -> dict[str, Any]:
+def _provider_answer(item: Any, kind: str) -> dict[str, Any]:
     """What the outside world says now (asked again, as a decision would be)."""
-    judge = engine().recon.judge
+    judge = engine().recon.judge_for(kind)
     if judge is None or item.status != "open":
         return {"asked": False}
     look = Decision(item=item, outcome="look", operator=g.session.operator.name, reason="look")

@@ -6,7 +6,16 @@ from datetime import timedelta
 
 import pytest
 
-from saga import Engine, Machine, State, Transition, default_registry
+from saga import (
+    RECONCILIATION,
+    TIMER,
+    Engine,
+    Machine,
+    State,
+    Transition,
+    default_registry,
+    fire_in,
+)
 from saga.exceptions import (
     DuplicatePurchase,
     IdempotencyConflict,
@@ -30,6 +39,22 @@ def intensive(engine):
 def start(engine, op, student, **kwargs):
     return engine.purchases.start(
         operation_id=op, intensive_id="js-101", student_id=student, **kwargs
+    )
+
+
+def reconcile(engine, saga_id, event, **kwargs):
+    """A reconciliation outcome, fired as the reconciliation queue fires it (its own door)."""
+    return engine.db.transaction(
+        lambda tx: fire_in(
+            tx,
+            engine.registry,
+            saga_id,
+            event,
+            payload={},
+            actor="operator:ann",
+            cause=kwargs.get("cause"),
+            origin=RECONCILIATION,
+        )
     )
 
 
@@ -242,7 +267,11 @@ class TestTransitions:
         """expired + payment_succeeded → refund_pending; the seat stays free."""
         purchase = start(engine, "op-1", "s1").purchase
         engine.sagas.fire(
-            purchase.id, "hold_expired", payload={"provider_status": "not_paid"}, actor="timer"
+            purchase.id,
+            "hold_expired",
+            payload={"provider_status": "not_paid"},
+            actor="timer",
+            origin=TIMER,
         )
         assert (0, 0, 2) == seats(engine)
         fired = engine.sagas.fire(purchase.id, "payment_succeeded", payload=PAID, actor="provider")
@@ -254,7 +283,7 @@ class TestTransitions:
         purchase = start(engine, "op-1", "s1").purchase
         engine.sagas.fire(purchase.id, "payment_outcome_unknown", actor="worker")
         assert "held" == engine.purchases.get(purchase.id).seat
-        engine.sagas.fire(purchase.id, "resolve_paid", actor="operator:ann", cause="bank statement")
+        reconcile(engine, purchase.id, "resolve_paid", cause="bank statement")
         assert ("confirmed", "taken") == (
             engine.purchases.get(purchase.id).state,
             engine.purchases.get(purchase.id).seat,
@@ -284,7 +313,7 @@ class TestTransitions:
             with pytest.raises(TransitionNotAllowed):
                 engine.sagas.fire(purchase.id, event, actor="operator:ann")
         assert before == dump(engine)
-        fired = engine.sagas.fire(purchase.id, "resolve_refunded", actor="operator:ann")
+        fired = reconcile(engine, purchase.id, "resolve_refunded")
         assert "refunded" == fired.saga.state
 
     def test_payment_item_cannot_be_resolved_as_refunded(self, engine, intensive):
@@ -293,10 +322,7 @@ class TestTransitions:
         engine.sagas.fire(purchase.id, "payment_outcome_unknown", actor="worker")
         with pytest.raises(TransitionNotAllowed):
             engine.sagas.fire(purchase.id, "resolve_refunded", actor="operator:ann")
-        assert (
-            "cancelled"
-            == engine.sagas.fire(purchase.id, "resolve_not_paid", actor="operator:ann").saga.state
-        )
+        assert "cancelled" == reconcile(engine, purchase.id, "resolve_not_paid").saga.state
         assert (0, 0, 2) == seats(engine)
 
     def test_cancel_after_confirmation_frees_the_seat_for_someone_else(self, engine, intensive):

@@ -299,6 +299,21 @@ CREATE TABLE inbox_refusals (
 );
 CREATE INDEX inbox_refusals_received ON inbox_refusals (received_at);
 
+-- Events refused at the door they came through (the machine's fired_by):
+-- who tried what, and why not; never applied.
+CREATE TABLE event_refusals (
+    id        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    saga_id   text NOT NULL REFERENCES sagas (id),
+    event     text NOT NULL,
+    origin    text NOT NULL,
+    actor     text NOT NULL,
+    cause     text,
+    why       text NOT NULL,
+    payload   jsonb NOT NULL DEFAULT '{}',
+    at        timestamptz NOT NULL DEFAULT clock_timestamp()
+);
+CREATE INDEX event_refusals_by_saga ON event_refusals (saga_id, id);
+
 -- The console's operators (argon2 password hashes) and their sessions (token
 -- hashes, CSRF tokens, expiry by the database clock).
 CREATE TABLE operators (

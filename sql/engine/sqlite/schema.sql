@@ -308,6 +308,22 @@ CREATE TABLE inbox_refusals (
 ) STRICT;
 CREATE INDEX inbox_refusals_received ON inbox_refusals (received_at);
 
+-- Events refused at the door they came through (the machine's fired_by):
+-- who tried what, and why not; never applied.
+CREATE TABLE event_refusals (
+    id        INTEGER PRIMARY KEY AUTOINCREMENT,
+    saga_id   TEXT NOT NULL REFERENCES sagas (id),
+    event     TEXT NOT NULL,
+    origin    TEXT NOT NULL,
+    actor     TEXT NOT NULL,
+    cause     TEXT,
+    why       TEXT NOT NULL,
+    payload   TEXT NOT NULL DEFAULT '{}',
+    at        TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    CONSTRAINT event_refusals_payload_json CHECK (json_valid(payload))
+) STRICT;
+CREATE INDEX event_refusals_by_saga ON event_refusals (saga_id, id);
+
 -- The console's operators (argon2 password hashes) and their sessions (token
 -- hashes, CSRF tokens, expiry by the database clock).
 CREATE TABLE operators (

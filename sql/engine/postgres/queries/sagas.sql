@@ -160,3 +160,13 @@ SELECT id, saga_id, status, subject, reason, evidence, owner, next_check_at, att
        resolved_by, resolution_reason, kind, overdue_at
 FROM recon_items WHERE saga_id = :saga_id AND status = 'open'
 ORDER BY opened_at;
+
+-- name: insert_event_refusal
+-- An event refused at its door (the machine's fired_by), kept for operators.
+INSERT INTO event_refusals (saga_id, event, origin, actor, cause, why, payload)
+VALUES (:saga_id, :event, :origin, :actor, :cause, :why, CAST(:payload AS jsonb));
+
+-- name: event_refusals_of_saga
+-- The events refused for one saga, oldest first.
+SELECT event, origin, actor, cause, why, at FROM event_refusals
+WHERE saga_id = :saga_id ORDER BY id;
