@@ -33,10 +33,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=whole,
         default=1000,
         metavar="N",
-        help="purchases to make (default 1000)",
+        help="purchases to make (default: 1000)",
     )
     demo.add_argument(
-        "--workers", type=whole, default=3, metavar="K", help="worker processes (default 3)"
+        "--workers", type=whole, default=3, metavar="K", help="worker processes (default: 3)"
     )
     demo.add_argument(
         "--seed",
