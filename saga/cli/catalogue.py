@@ -34,11 +34,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_common_options(add, top_level=False)
 
     show = commands.add_parser("show", help="one intensive with its seat counts")
-    show.add_argument("id", metavar="ID")
+    show.add_argument("id", metavar="ID", help="the intensive's id")
     add_common_options(show, top_level=False)
 
     listing = commands.add_parser("list", help="every intensive with its seat counts")
-    listing.add_argument("--limit", type=whole, default=1000, metavar="N", help="at most N (1000)")
+    listing.add_argument(
+        "--limit", type=whole, default=1000, metavar="N", help="at most N (default: 1000)"
+    )
     add_common_options(listing, top_level=False)
 
     return {

@@ -38,10 +38,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         ),
     )
     chaos.add_argument(
-        "--purchases", type=whole, default=500, metavar="N", help="purchases (default 500)"
+        "--purchases", type=whole, default=500, metavar="N", help="purchases (default: 500)"
     )
     chaos.add_argument(
-        "--workers", type=whole, default=2, metavar="K", help="worker processes (default 2)"
+        "--workers", type=whole, default=2, metavar="K", help="worker processes (default: 2)"
     )
     chaos.add_argument(
         "--seed", type=whole, metavar="S", help="seed of the plan (default: random; printed)"
@@ -58,14 +58,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=positive_float,
         default=3.0,
         metavar="SECONDS",
-        help="mean time between scheduled faults (default 3)",
+        help="mean time between scheduled faults, in seconds (default: 3)",
     )
     chaos.add_argument(
         "--crash-rate",
         type=positive_float,
         default=0.004,
         metavar="P",
-        help="chance that a worker dies at each crash point it reaches (default 0.004)",
+        help="chance that a worker dies at each crash point it reaches (default: 0.004)",
     )
     chaos.add_argument(
         "--crash-points",

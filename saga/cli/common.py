@@ -68,7 +68,7 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
         metavar="MODULE:NAME",
         default=default,
         help="the application: its saga kinds, steps, jobs and invariants "
-        "(default $SAGA_APP, else the purchase of a paid intensive)",
+        "(default: $SAGA_APP, else the purchase of a paid intensive)",
     )
     parser.add_argument(
         "--json",

@@ -33,10 +33,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=whole,
         default=1000,
         metavar="N",
-        help="purchases to make (default 1000)",
+        help="purchases to make (default: 1000)",
     )
     demo.add_argument(
-        "--workers", type=whole, default=3, metavar="K", help="worker processes (default 3)"
+        "--workers", type=whole, default=3, metavar="K", help="worker processes (default: 3)"
     )
     demo.add_argument(
         "--seed",
@@ -96,6 +96,11 @@ def _print(out: Output, report: dict[str, Any]) -> None:
         f"{purchases['accepted']} purchases accepted of {purchases['planned']} in "
         f"{report['seconds']} s ({report['purchases_per_second']} purchases/s)"
     )
+    scope = report["database"]
+    out.line(
+        "  the figures below are this run's; saga verify and the outbox cover the whole "
+        f"database: {_runs(scope)}"
+    )
     lag = report["payment_request_lag_s"]
     out.line(
         f"  lag from acceptance to payment request: p50 {lag['p50']} s, p99 {lag['p99']} s, "
@@ -144,12 +149,50 @@ def _print(out: Output, report: dict[str, Any]) -> None:
         out.line(f"  … and {len(waiting) - 20} more: saga recon list")
     out.line()
     verdict = report["verify"]
-    out.line("saga verify: " + ("all invariants hold" if verdict["ok"] else "INVARIANTS BROKEN"))
+    out.line(
+        f"saga verify, the whole database ({_runs(scope)}): "
+        + ("all invariants hold" if verdict["ok"] else "INVARIANTS BROKEN")
+    )
     for invariant in verdict["invariants"]:
         mark = "ok  " if not invariant["violations"] else "FAIL"
         out.line(
             f"  {mark} {invariant['name']:<26} checked {invariant['checked']:>6}, "
             f"violations {invariant['violations']}"
         )
+    _print_left(out, report["left"])
     if not report["settled"]:
         out.line("the run did not settle before its time limit")
+
+
+def _runs(scope: dict[str, Any]) -> str:
+    runs = scope["demo_runs"]
+    return f"{scope['purchases']} purchases, {runs} demo run{'s' if runs != 1 else ''}"
+
+
+def _print_left(out: Output, left: dict[str, Any]) -> None:
+    """What the workers left in the queue: nothing due within the horizon, unless cut short."""
+    out.line()
+    if not left["jobs"]:
+        out.line("left in the queue: nothing")
+        return
+    out.line(
+        f"left in the queue (whole database; what was due within {left['horizon_s']:.0f} s "
+        "was worked before the workers stopped; `saga worker` runs the rest when due):"
+    )
+    for job in left["jobs"]:
+        first, last = _in(job["first_due_in_s"]), _in(job["last_due_in_s"])
+        when = f"due in {first} to {last}" if first != last else f"due in {first}"
+        when = when.replace("due in now", "due now")
+        what = f": {job['what']}" if job["what"] else ""
+        out.line(f"  {job['pending']:>5} {job['kind']:<24} {when}{what}")
+
+
+def _in(seconds: float) -> str:
+    """A delay as a person reads it."""
+    if seconds < 1:
+        return "now"
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

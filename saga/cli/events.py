@@ -46,12 +46,22 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     relay = subparsers.add_parser(
         "relay", help="publish the outbox's events (saga worker does it too, with --broker)"
     )
-    relay.add_argument("--batch", type=whole, default=100, metavar="N", help="events per claim")
     relay.add_argument(
-        "--lease-seconds", type=positive_float, default=30.0, metavar="S", help="claim lease (30)"
+        "--batch", type=whole, default=100, metavar="N", help="events per claim (default: 100)"
     )
     relay.add_argument(
-        "--poll-interval", type=positive_float, default=1.0, metavar="S", help="idle sleep (1)"
+        "--lease-seconds",
+        type=positive_float,
+        default=30.0,
+        metavar="S",
+        help="claim lease in seconds (default: 30)",
+    )
+    relay.add_argument(
+        "--poll-interval",
+        type=positive_float,
+        default=1.0,
+        metavar="S",
+        help="idle sleep in seconds (default: 1)",
     )
     relay.add_argument(
         "--burst", action="store_true", help="exit once nothing is due instead of waiting"
@@ -67,7 +77,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--queue", metavar="Q", help="its durable queue (default: <application>.<NAME>)"
     )
     consumer.add_argument(
-        "--prefetch", type=whole, default=50, metavar="N", help="unacked messages in flight (50)"
+        "--prefetch",
+        type=whole,
+        default=50,
+        metavar="N",
+        help="unacked messages in flight (default: 50)",
     )
     consumer.add_argument(
         "--idle-exit",
@@ -96,7 +110,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     listing.add_argument("--unpublished", action="store_true", help="only those still waiting")
     listing.add_argument("--dead", action="store_true", help="only dead-lettered ones")
     listing.add_argument("--saga", metavar="ID", help="only this saga's")
-    listing.add_argument("--limit", type=whole, default=50, metavar="N")
+    listing.add_argument(
+        "--limit", type=whole, default=50, metavar="N", help="at most N (default: 50)"
+    )
     add_common_options(listing, top_level=False)
     replay = actions.add_parser(
         "replay", help="give dead-lettered events a fresh start (the relay publishes them again)"

@@ -54,27 +54,29 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         action="store_true",
         help="only sagas in a non-terminal state with no work due or running and no open item",
     )
-    listing.add_argument("--limit", type=whole, default=100, metavar="N", help="at most N (100)")
+    listing.add_argument(
+        "--limit", type=whole, default=100, metavar="N", help="at most N (default: 100)"
+    )
     add_common_options(listing, top_level=False)
 
     show = commands.add_parser(
         "show", help="one saga: history, pending jobs and timers, dead letters, open items"
     )
-    show.add_argument("id", metavar="ID")
+    show.add_argument("id", metavar="ID", help="the saga's id")
     add_common_options(show, top_level=False)
 
     fire = commands.add_parser("fire", help="an operator's event, audited with who and why")
-    fire.add_argument("id", metavar="ID")
-    fire.add_argument("event", metavar="EVENT")
+    fire.add_argument("id", metavar="ID", help="the saga's id")
+    fire.add_argument("event", metavar="EVENT", help="an event its machine declares")
     fire.add_argument("--payload", metavar="JSON", help="the event's payload, a JSON object")
-    fire.add_argument("--actor", required=True, metavar="NAME")
-    fire.add_argument("--reason", required=True, metavar="TEXT")
+    fire.add_argument("--actor", required=True, metavar="NAME", help="who, for the audit trail")
+    fire.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
     add_common_options(fire, top_level=False)
 
     cancel = commands.add_parser("cancel", help="fire the kind's declared cancel event")
-    cancel.add_argument("id", metavar="ID")
-    cancel.add_argument("--actor", required=True, metavar="NAME")
-    cancel.add_argument("--reason", required=True, metavar="TEXT")
+    cancel.add_argument("id", metavar="ID", help="the saga's id")
+    cancel.add_argument("--actor", required=True, metavar="NAME", help="who, for the audit trail")
+    cancel.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
     add_common_options(cancel, top_level=False)
 
     why = subparsers.add_parser("explain", help="why a saga is where it is, and what happens next")

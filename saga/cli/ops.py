@@ -48,11 +48,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     webhook = subparsers.add_parser("webhook", help="provider events into the inbox")
     hooks = webhook.add_subparsers(dest="action", metavar="ACTION", required=True)
     deliver = hooks.add_parser("deliver", help="deliver one provider event (deduplicated by id)")
-    deliver.add_argument("--event-id", required=True, metavar="E")
+    deliver.add_argument(
+        "--event-id", required=True, metavar="E", help="the event's id at the provider"
+    )
     deliver.add_argument("--type", required=True, metavar="T", help=", ".join(EVENTS))
     deliver.add_argument("--payment", required=True, metavar="ID", help="the provider's payment id")
     deliver.add_argument("--amount", metavar="A", help="amount charged, e.g. 49.90")
-    deliver.add_argument("--currency", metavar="C")
+    deliver.add_argument("--currency", metavar="C", help="ISO 4217 code of --amount, e.g. EUR")
     deliver.add_argument("--refund", metavar="ID", help="the provider's refund id (refund events)")
     add_common_options(deliver, top_level=False)
     web.add_serve_parser(hooks)
@@ -60,19 +62,28 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     recon = subparsers.add_parser("recon", help="the reconciliation queue")
     items = recon.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = items.add_parser("list", help="items, oldest first")
-    listing.add_argument("--status", default="open", choices=("open", "resolved", "all"))
-    listing.add_argument("--owner", metavar="NAME")
+    listing.add_argument(
+        "--status",
+        default="open",
+        choices=("open", "resolved", "all"),
+        help="which items (default: open)",
+    )
+    listing.add_argument("--owner", metavar="NAME", help="only items this operator took")
     listing.add_argument(
         "--overdue", action="store_true", help="only items past their deadline (escalated)"
     )
-    listing.add_argument("--limit", type=whole, default=100, metavar="N")
+    listing.add_argument(
+        "--limit", type=whole, default=100, metavar="N", help="at most N (default: 100)"
+    )
     add_common_options(listing, top_level=False)
     show = items.add_parser("show", help="one item, its evidence and its audit trail")
-    show.add_argument("id", metavar="ID")
+    show.add_argument("id", metavar="ID", help="the item's id")
     add_common_options(show, top_level=False)
     assign = items.add_parser("assign", help="take an item from the checker")
-    assign.add_argument("id", metavar="ID")
-    assign.add_argument("--operator", required=True, metavar="NAME")
+    assign.add_argument("id", metavar="ID", help="the item's id")
+    assign.add_argument(
+        "--operator", required=True, metavar="NAME", help="who takes it, for the audit trail"
+    )
     assign.add_argument(
         "--version",
         type=whole,
@@ -85,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="decide an item after the provider is asked again: paid, not_paid, refund, "
         "refunded (review items: reviewed)",
     )
-    resolve.add_argument("id", metavar="ID")
+    resolve.add_argument("id", metavar="ID", help="the item's id")
     resolve.add_argument(
         "--outcome",
         required=True,
@@ -105,8 +116,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         help="the external movement's amount in the purchase's currency "
         "(default: the price, or the money held)",
     )
-    resolve.add_argument("--operator", required=True, metavar="NAME")
-    resolve.add_argument("--reason", required=True, metavar="TEXT")
+    resolve.add_argument(
+        "--operator", required=True, metavar="NAME", help="who decides, for the audit trail"
+    )
+    resolve.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
     resolve.add_argument(
         "--version",
         type=whole,

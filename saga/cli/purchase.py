@@ -48,13 +48,15 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     start.add_argument(
         "--operation-id", required=True, metavar="OP", help="idempotency key chosen by the client"
     )
-    start.add_argument("--intensive", required=True, metavar="ID")
-    start.add_argument("--student", required=True, metavar="ID")
+    start.add_argument(
+        "--intensive", required=True, metavar="ID", help="the intensive to buy a seat of"
+    )
+    start.add_argument("--student", required=True, metavar="ID", help="who buys the seat")
     start.add_argument(
         "--payment-method",
         default=DEFAULT_PAYMENT_METHOD.value,
         metavar="PM",
-        help=f"sandbox payment method (default {DEFAULT_PAYMENT_METHOD.value}): "
+        help=f"sandbox payment method (default: {DEFAULT_PAYMENT_METHOD.value}): "
         + ", ".join(PAYMENT_METHODS),
     )
     start.add_argument(
@@ -62,12 +64,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=whole,
         default=DEFAULT_HOLD_SECONDS,
         metavar="S",
-        help=f"how long the seat is held without payment (default {DEFAULT_HOLD_SECONDS})",
+        help=f"how long the seat is held without payment (default: {DEFAULT_HOLD_SECONDS})",
     )
     add_common_options(start, top_level=False)
 
     show = commands.add_parser("show", help="one purchase with its history")
-    show.add_argument("id", metavar="ID")
+    show.add_argument("id", metavar="ID", help="the purchase's id")
     add_common_options(show, top_level=False)
 
     listing = commands.add_parser("list", help="purchases, newest first")
@@ -75,14 +77,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--state", metavar="S", help="only this state: " + ", ".join(PURCHASE.state_names)
     )
     listing.add_argument("--intensive", metavar="ID", help="only this intensive")
-    listing.add_argument("--limit", type=whole, default=100, metavar="N", help="at most N (100)")
+    listing.add_argument(
+        "--limit", type=whole, default=100, metavar="N", help="at most N (default: 100)"
+    )
     add_common_options(listing, top_level=False)
 
     cancel = commands.add_parser(
         "cancel", help="cancel a purchase (refunds it if it was confirmed)"
     )
-    cancel.add_argument("id", metavar="ID")
-    cancel.add_argument("--reason", required=True, metavar="R")
+    cancel.add_argument("id", metavar="ID", help="the purchase's id")
+    cancel.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
     add_common_options(cancel, top_level=False)
 
     return {

@@ -56,7 +56,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         metavar="N",
         # The supervisor's MAX_CONCURRENCY, written out: importing the supervisor
         # would load the engine for `--help` (a test keeps the two equal).
-        help=f"worker processes, 1 to {MAX_WORKERS} (default 1)",
+        help=f"worker processes, 1 to {MAX_WORKERS} (default: 1)",
     )
     worker.add_argument(
         "--burst", action="store_true", help="exit once nothing is due instead of waiting for work"
@@ -66,21 +66,21 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=whole,
         default=50,
         metavar="N",
-        help="jobs claimed per transaction (default 50)",
+        help="jobs claimed per transaction (default: 50)",
     )
     worker.add_argument(
         "--lease-seconds",
         type=positive_float,
         default=30.0,
         metavar="S",
-        help="lease length; renewed every third while a job runs (default 30)",
+        help="lease length in seconds; renewed every third while a job runs (default: 30)",
     )
     worker.add_argument(
         "--poll-interval",
         type=positive_float,
         default=1.0,
         metavar="S",
-        help="longest sleep between claims when idle (default 1)",
+        help="longest sleep between claims when idle, in seconds (default: 1)",
     )
     worker.add_argument(
         "--queue",
@@ -99,7 +99,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--metrics-host",
         default="127.0.0.1",
         metavar="HOST",
-        help="address for --metrics-port (default 127.0.0.1)",
+        help="address for --metrics-port (default: 127.0.0.1)",
     )
     add_broker_options(worker)
     add_common_options(worker, top_level=False)
@@ -111,7 +111,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     dlq_commands = dlq.add_subparsers(dest="action", metavar="ACTION", required=True)
     listing = dlq_commands.add_parser("list", help="dead letters, oldest first")
     _add_filters(listing)
-    listing.add_argument("--limit", type=whole, default=100, metavar="N")
+    listing.add_argument(
+        "--limit", type=whole, default=100, metavar="N", help="at most N (default: 100)"
+    )
     add_common_options(listing, top_level=False)
 
     replay = dlq_commands.add_parser(
@@ -129,7 +131,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=whole,
         default=100,
         metavar="N",
-        help="dead letters read per round (default 100)",
+        help="dead letters read per round (default: 100)",
     )
     replay.add_argument(
         "--rate", type=positive_float, metavar="PER_S", help="at most this many replays per second"

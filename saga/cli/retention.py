@@ -38,7 +38,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=whole,
         default=DEFAULT_BATCH,
         metavar="N",
-        help=f"rows per transaction (default {DEFAULT_BATCH})",
+        help=f"rows per transaction (default: {DEFAULT_BATCH})",
     )
     prune.add_argument("--dry-run", action="store_true", help="count what would go, remove nothing")
     add_common_options(prune, top_level=False)

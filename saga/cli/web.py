@@ -57,7 +57,9 @@ def add_serve_parser(hooks: argparse._SubParsersAction[argparse.ArgumentParser])
     refusals = hooks.add_parser(
         "refusals", help="requests refused at the door (bad signature, malformed, unknown)"
     )
-    refusals.add_argument("--limit", type=whole, default=50, metavar="N", help="newest N (50)")
+    refusals.add_argument(
+        "--limit", type=whole, default=50, metavar="N", help="newest N (default: 50)"
+    )
     add_common_options(refusals, top_level=False)
 
 
@@ -81,13 +83,18 @@ def add_console_parsers(
         "add",
         help="create an operator (the password is read from stdin, or asked twice on a terminal)",
     )
-    add.add_argument("name", metavar="NAME")
-    add.add_argument("--role", required=True, choices=("viewer", "operator"))
+    add.add_argument("name", metavar="NAME", help="the name they sign in with")
+    add.add_argument(
+        "--role",
+        required=True,
+        choices=("viewer", "operator"),
+        help="viewer: reads only; operator: also acts (assigns, resolves, replays)",
+    )
     add_common_options(add, top_level=False)
     listing = actions.add_parser("list", help="every operator and their role")
     add_common_options(listing, top_level=False)
     disable = actions.add_parser("disable", help="stop an operator signing in; ends their sessions")
-    disable.add_argument("name", metavar="NAME")
+    disable.add_argument("name", metavar="NAME", help="the operator's name")
     add_common_options(disable, top_level=False)
     sign_ins = actions.add_parser(
         "sign-ins",
@@ -106,9 +113,13 @@ def add_console_parsers(
 
 
 def _server_options(parser: argparse.ArgumentParser, *, port: int) -> None:
-    parser.add_argument("--host", default="127.0.0.1", help="address to bind (127.0.0.1)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default: 127.0.0.1)")
     parser.add_argument(
-        "--port", type=port_number, default=port, metavar="N", help=f"port ({port}; 0 picks one)"
+        "--port",
+        type=port_number,
+        default=port,
+        metavar="N",
+        help=f"port; 0 picks one (default: {port})",
     )
     parser.add_argument(
         "--secret",
@@ -123,9 +134,11 @@ def _server_options(parser: argparse.ArgumentParser, *, port: int) -> None:
         type=positive_float,
         default=300.0,
         metavar="S",
-        help="how far a signed timestamp may be from the database clock (300 s)",
+        help="how far a signed timestamp may be from the database clock, in seconds (default: 300)",
     )
-    parser.add_argument("--threads", type=whole, default=4, metavar="N", help="request threads (4)")
+    parser.add_argument(
+        "--threads", type=whole, default=4, metavar="N", help="request threads (default: 4)"
+    )
     parser.add_argument(
         "--trusted-proxy",
         metavar="ADDRESS",

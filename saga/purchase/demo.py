@@ -12,6 +12,13 @@ and arrivals are paced so that no more than a window of purchases waits for
 its payment request (holds are short, so expiry and late payments happen
 within the run, and a backlog must not expire them instead).  The report
 gives the lag from acceptance to the payment request.
+
+The run ends when its purchases settled and no job is due within
+``DRAIN_HORIZON_S`` (late looks at the provider, retries): the workers stop
+on a queue with nothing due soon, and the report names what is left (the
+deadlines of the items waiting for an operator).  Its figures are this
+run's, except ``verify`` and ``outbox``, which cover the whole database: the
+report says how many purchases and demo runs that is.
 """
 
 from __future__ import annotations
@@ -61,6 +68,14 @@ LEASE_SECONDS: Final = 5
 # At most this many accepted purchases wait for their payment request.
 WINDOW: Final = 20
 SETTLED: Final = frozenset({"confirmed", "expired", "cancelled", "refunded"})
+# Jobs due within this many seconds (database clock) of the run's settling are
+# worked before the workers stop; later ones are named in the report.
+DRAIN_HORIZON_S: Final = 60.0
+# What each kind of job left behind is, for the report.
+LEFT_BEHIND: Final = {
+    "recon.deadline": "deadlines of reconciliation items waiting for an operator",
+    "purchase.check_payment": "late looks at a payment still unsettled at the provider",
+}
 
 
 @dataclass(slots=True)
@@ -329,7 +344,12 @@ def _work_until_settled(
         settled = sum(1 for row in states.values() if _is_settled(row["state"], row["owner"]))
         if progress is not None:
             progress(settled, total)
-        if settled == total and not pending_cancel and _queues_idle(engine, drain_outbox):
+        if (
+            settled == total
+            and not pending_cancel
+            and _queues_idle(engine, drain_outbox)
+            and not _due_soon(engine)
+        ):
             return True
         time.sleep(0.5)
     return False
@@ -347,6 +367,42 @@ def _queues_idle(engine: Engine, drain_outbox: bool) -> bool:
     busy = any(q["due"] or q["running"] for q in figures["queues"].values())
     busy = busy or (drain_outbox and figures["outbox"]["unpublished"] > 0)
     return not busy and engine.sandbox.next_webhook_in() is None
+
+
+def _jobs_left(engine: Engine) -> list[dict[str, Any]]:
+    """Pending jobs of the whole database by kind, and when they are due."""
+    rows = engine.db.transaction(lambda tx: tx.all("demo_jobs_left"), write=False)
+    return [
+        {
+            "queue": row["queue"],
+            "kind": row["kind"],
+            "pending": int(row["pending"]),
+            "first_due_in_s": round(float(row["first_due_in_s"]), 1),
+            "last_due_in_s": round(float(row["last_due_in_s"]), 1),
+            "what": LEFT_BEHIND.get(row["kind"], ""),
+        }
+        for row in rows
+    ]
+
+
+def _due_soon(engine: Engine) -> bool:
+    """Whether a pending job is due within the drain horizon."""
+    return any(job["first_due_in_s"] <= DRAIN_HORIZON_S for job in _jobs_left(engine))
+
+
+def _scope(engine: Engine, figures: dict[str, Any]) -> dict[str, Any]:
+    """What the whole-database figures (``verify``, ``outbox``) cover."""
+    purchases = figures["saga_kinds"].get("purchase", {})
+    runs = {
+        intensive.id.split("-")[1]
+        for intensive in engine.catalogue.list(limit=10_000)
+        if intensive.id.startswith("demo-")
+    }
+    return {
+        "purchases": sum(int(state["count"]) for state in purchases.values()),
+        "demo_runs": len(runs),
+        "sagas": sum(int(count) for count in figures["sagas"].values()),
+    }
 
 
 def _report(
@@ -377,6 +433,7 @@ def _report(
         )
     )
     report = verify(engine)
+    figures = collect_stats(engine.db)
     return {
         "run": plan.run,
         "seed": seed,
@@ -417,9 +474,12 @@ def _report(
         },
         "outbox": {
             key: value
-            for key, value in collect_stats(engine.db)["outbox"].items()
+            for key, value in figures["outbox"].items()
             if key in ("unpublished", "published", "broker_errors")
         },
+        # verify and outbox read the whole database, which may hold earlier runs.
+        "database": _scope(engine, figures),
+        "left": {"horizon_s": DRAIN_HORIZON_S, "jobs": _jobs_left(engine)},
         "settled": outcome.settled,
         "seconds": round(outcome.seconds, 1),
         "purchases_per_second": round(len(outcome.accepted) / outcome.seconds, 1)

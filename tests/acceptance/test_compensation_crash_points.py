@@ -18,8 +18,8 @@ from saga import Engine, verify
 from saga.core.faults import CRASH_POINTS, EXIT_CODE
 from saga.core.supervisor import builtin_handlers
 from saga.core.worker import Worker
+from saga.examples.approvals import app as approval_app
 from saga.testing import run_due
-from tests.approval_app import app as approval_app
 from tests.helpers import engine_on, expire_lease, rows, wait_until
 
 pytestmark = pytest.mark.timeout(120)

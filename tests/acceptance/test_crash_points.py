@@ -12,8 +12,8 @@ import pytest
 
 from saga import Engine
 from saga.core.faults import EXIT_CODE
+from saga.examples.approvals import app
 from saga.testing import SagaClock, run_due
-from tests.approval_app import app
 from tests.helpers import engine_on, expire_lease
 
 pytestmark = pytest.mark.timeout(120)

@@ -20,14 +20,14 @@ from pathlib import Path
 import pytest
 
 from saga.cli import main
+from saga.examples.approvals import app as approval_app
+from saga.examples.enrollment import app as enrollment_app
 from saga.testing import application_of
 from state_machine import Machine, State, Timeout, Transition
-from tests.approval_app import app as approval_app
-from tests.enrollment_app import app as enrollment_app
 from tests.helpers import count_rows, dump, engine_on
 
-APPROVALS = "tests.approval_app:app"
-ENROLLMENTS = "tests.enrollment_app:app"
+APPROVALS = "saga.examples.approvals:app"
+ENROLLMENTS = "saga.examples.enrollment:app"
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 # The kind the kit's replay example in docs/testing.md starts.

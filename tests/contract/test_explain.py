@@ -6,10 +6,10 @@ import pytest
 
 from saga import Application, Registry, Step
 from saga.core.explain import explain
+from saga.examples.approvals import approval
 from saga.exceptions import NotFound
 from saga.testing import SagaClock, run_due
 from steps import PermanentError
-from tests.approval_app import approval
 from tests.helpers import engine_on
 from tests.outbox_app import app as orders_app
 from tests.purchases import cli_json
@@ -98,5 +98,7 @@ def test_explain_an_unknown_saga_is_not_found(approvals, db_url, capsys):
     """An unknown id: NotFound, and exit 4 from the CLI."""
     with pytest.raises(NotFound):
         explain(approvals.instances, "nope")
-    code, _ = cli_json(capsys, "explain", "nope", "--db", db_url, "--app", "tests.approval_app:app")
+    code, _ = cli_json(
+        capsys, "explain", "nope", "--db", db_url, "--app", "saga.examples.approvals:app"
+    )
     assert 4 == code

@@ -12,8 +12,8 @@ from __future__ import annotations
 import pytest
 
 from saga import Application, Engine, Message, Registry, Route, by_saga_id
+from saga.examples.approvals import app, approval
 from saga.exceptions import ApplicationError, InvalidInput
-from tests.approval_app import app, approval
 from tests.helpers import dump, scalar
 from tests.purchases import cli_json
 
@@ -113,7 +113,7 @@ def test_the_cli_delivers_with_exit_codes(approvals, db_url, capsys):
     """messages deliver: 0 applied or duplicate, 4 unmatched, 3 conflict, 2 bad payload."""
     saga = approvals.sagas.start("approval", operation_id="doc-1", request={}).saga
     base = ("messages", "deliver", "--source", "esign", "--type", "document.signed")
-    tail = ("--app", "tests.approval_app:app", "--db", db_url)
+    tail = ("--app", "saga.examples.approvals:app", "--db", db_url)
     payload = f'{{"reference": "{saga.id}", "signature": "ann"}}'
     code, shown = cli_json(capsys, *base, "--event-id", "e1", "--payload", payload, *tail)
     assert (0, "applied") == (code, shown["outcome"])

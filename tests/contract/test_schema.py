@@ -14,9 +14,9 @@ from saga.core.migrate import (
     required_versions,
 )
 from saga.core.sqlfiles import migrations, split_statements, tracking_table
+from saga.examples.approvals import app as approval_app
 from saga.exceptions import DatabaseError, SchemaOutOfDate
 from saga.purchase.app import PURCHASE_SQL
-from tests.approval_app import app as approval_app
 from tests.conftest import PostgresSchema, require_postgres
 from tests.helpers import catalog, execute
 

@@ -16,10 +16,10 @@ from saga import Application, Registry, Step
 from saga.core.backoff import Backoff
 from saga.core.supervisor import builtin_handlers
 from saga.core.worker import Worker
+from saga.examples.approvals import app as approval_app
+from saga.examples.approvals import approval
 from saga.exceptions import ApplicationError
 from steps.errors import TransientError
-from tests.approval_app import app as approval_app
-from tests.approval_app import approval
 from tests.helpers import engine_on, make_due, rows
 
 FAST = Backoff(base=0.001, cap=0.001)
@@ -121,7 +121,7 @@ def test_a_ceiling_at_or_above_the_step_is_accepted(sqlite_url):
 
 
 def test_the_readmes_approval_step_is_accepted_with_its_five_attempts(db_url):
-    """The README's own example (tests/approval_app.py): Step(max_attempts=5) alone suffices."""
+    """The README's own example (saga.examples.approvals): Step(max_attempts=5) suffices."""
     with engine_on(db_url, approval_app) as engine:
         engine.sagas.start("approval", operation_id="doc-1", request={})
         assert 5 == step_job(engine)["max_attempts"]

@@ -1,7 +1,7 @@
 """
 The second application under the shipped CLI, on SQLite and on PostgreSQL.
 
-`tests/enrollment_app.py` is written with the public API only; here it runs
+`saga/examples/enrollment.py` is written with the public API only; here it runs
 through `saga worker --app`, `saga messages deliver`, `saga recon` and
 `saga verify --app`: its actions, its deadline, its callbacks, its unknown
 outcome in reconciliation, its compensation and its invariant.
@@ -19,12 +19,12 @@ import sqlalchemy as sa
 
 from saga import Engine
 from saga.core.faults import EXIT_CODE
+from saga.examples.enrollment import app, contract_key, sandbox_for
 from saga.testing import run_due
-from tests.enrollment_app import app, contract_key, sandbox_for
 from tests.helpers import execute, expire_lease, make_due
 from tests.purchases import cli_json
 
-APP = ("--app", "tests.enrollment_app:app")
+APP = ("--app", "saga.examples.enrollment:app")
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ from tests import enrollment_app, recon_kinds_app
 from tests.helpers import count_rows, dump
 from tests.purchases import cli_json
 
-ENROLLMENT = ("--app", "tests.enrollment_app:app")
+ENROLLMENT = ("--app", "saga.examples.enrollment:app")
 
 
 @pytest.fixture

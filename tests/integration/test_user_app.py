@@ -12,12 +12,12 @@ import pytest
 
 from saga import Application, Engine, Registry, Step
 from saga.core.queue import Queue
+from saga.examples.approvals import app, approval
 from saga.exceptions import ApplicationError
-from tests.approval_app import app, approval
 from tests.helpers import make_due
 from tests.purchases import cli_json
 
-APP = "tests.approval_app:app"
+APP = "saga.examples.approvals:app"
 
 
 @pytest.fixture

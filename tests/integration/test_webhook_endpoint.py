@@ -26,9 +26,9 @@ import sqlalchemy as sa
 from saga import Engine
 from saga.core.signatures import SIGNATURE_HEADER, sign
 from saga.core.webhooks import WebhookDoor
+from saga.examples.approvals import app as approval_app
 from saga.exceptions import InvalidInput
 from saga.web import create_app
-from tests.approval_app import app as approval_app
 from tests.helpers import dump, rows
 from tests.integration.test_guards import start, steps
 from tests.purchases import cli_json

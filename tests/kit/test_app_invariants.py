@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from saga import Invariant
+from saga.examples.approvals import app
 from saga.testing import run_saga_test
-from tests.approval_app import app
 from tests.conftest import POSTGRES_URL, require_postgres
 
 

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import strategies as st
 
 from saga import Machine, State, Timeout, Transition
+from saga.examples.approvals import app
 from saga.testing import run_saga_test
-from tests.approval_app import app
 from tests.conftest import POSTGRES_URL, require_postgres
 
 SIGNATURES = {"approve": st.sampled_from([{"signature": "ann"}, {"signature": ""}, {}])}

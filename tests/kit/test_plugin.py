@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.approval_app import app
+from saga.examples.approvals import app
 
 
 @pytest.fixture

@@ -164,3 +164,14 @@ FROM payments pay
 JOIN sagas s ON s.id = pay.saga_id
 JOIN purchases p ON p.saga_id = s.id
 WHERE p.intensive_id = ANY (ARRAY(SELECT jsonb_array_elements_text(CAST(:intensive_ids AS jsonb))));
+
+-- name: demo_jobs_left
+-- Pending jobs of the whole database by queue and kind, with the seconds until
+-- the first and the last is due (the demo drains what is due soon, and names the rest).
+SELECT queue, kind, count(*) AS pending,
+       GREATEST(0, EXTRACT(EPOCH FROM min(available_at) - clock_timestamp())) AS first_due_in_s,
+       GREATEST(0, EXTRACT(EPOCH FROM max(available_at) - clock_timestamp())) AS last_due_in_s
+FROM jobs
+WHERE state = 'pending'
+GROUP BY queue, kind
+ORDER BY queue, kind;

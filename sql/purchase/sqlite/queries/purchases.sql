@@ -166,3 +166,14 @@ FROM payments pay
 JOIN sagas s ON s.id = pay.saga_id
 JOIN purchases p ON p.saga_id = s.id
 WHERE p.intensive_id IN (SELECT value FROM json_each(:intensive_ids));
+
+-- name: demo_jobs_left
+-- Pending jobs of the whole database by queue and kind, with the seconds until
+-- the first and the last is due (the demo drains what is due soon, and names the rest).
+SELECT queue, kind, count(*) AS pending,
+       max(0, (julianday(min(available_at)) - julianday('now')) * 86400.0) AS first_due_in_s,
+       max(0, (julianday(max(available_at)) - julianday('now')) * 86400.0) AS last_due_in_s
+FROM jobs
+WHERE state = 'pending'
+GROUP BY queue, kind
+ORDER BY queue, kind;

@@ -1,9 +1,12 @@
-"""A user's application, as the README writes it: `saga ... --app tests.approval_app:app`."""
+"""A user's application, as the README writes it: `saga ... --app saga.examples.approvals:app`."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any
+
 from saga import (
     Application,
+    Job,
     Machine,
     Registry,
     Route,
@@ -15,9 +18,12 @@ from saga import (
     guard,
 )
 
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
 
 @guard
-def signed(data, payload):
+def signed(data: Mapping[str, Any], payload: Mapping[str, Any]) -> bool:
     """The reviewer signed the approval."""
     return bool(payload.get("signature"))
 
@@ -44,7 +50,7 @@ approval = Machine(
 )
 
 
-def notify_reviewer(job):
+def notify_reviewer(job: Job) -> dict[str, str]:
     """Tell the reviewer; the result is kept with the job."""
     return {"notified": "reviewer of " + job.payload["saga_id"]}
 

@@ -8,7 +8,7 @@ contract whose sending timed out is an unknown outcome: reconciliation asks
 the provider whether it exists, and an operator's decision is checked
 against it.  Withdrawing voids the contract (the compensation).
 
-Run it: ``saga worker --app tests.enrollment_app:app``; the service's
+Run it: ``saga worker --app saga.examples.enrollment:app``; the service's
 callbacks arrive with ``saga messages deliver --source esign …``.
 """
 
@@ -121,6 +121,7 @@ class SandboxSignatures:
         scratch.replace(self._path(envelope.key))  # atomic: readers see one or the other
 
     def send(self, *, key: str, signer: str) -> Envelope:
+        """The send: an envelope per key; the ``timeout-`` and ``down-`` signers fail."""
         if signer.startswith("down-"):
             raise OutcomeUnknown("esign sandbox: the send timed out before anything happened")
         existing = self.status(key=key)
@@ -132,10 +133,12 @@ class SandboxSignatures:
         return existing
 
     def status(self, *, key: str) -> Envelope | None:
+        """The envelope kept under ``key``, if any."""
         path = self._path(key)
         return Envelope(**json.loads(path.read_text())) if path.exists() else None
 
     def void(self, *, key: str) -> Envelope | None:
+        """The envelope under ``key`` voided, unless it was signed or declined."""
         envelope = self.status(key=key)
         if envelope is None or envelope.status != "sent":
             return envelope
@@ -263,6 +266,7 @@ class Seen:
     envelope: Envelope | None
 
     def to_json(self) -> dict[str, Any]:
+        """The observation as recorded beside the decision."""
         return {"envelope": None if self.envelope is None else asdict(self.envelope)}
 
 
@@ -273,9 +277,11 @@ class EnvelopeJudge:
         self.ctx = ctx
 
     def observe(self, decision: Decision) -> Seen:
+        """Ask the provider about the decision's contract."""
         return Seen(sandbox_for(self.ctx).status(key=contract_key(decision.item.saga_id)))
 
     def check(self, tx: Any, decision: Decision, observation: Any) -> None:
+        """Refuse a decision the provider's answer contradicts."""
         reading = _reading(observation.envelope)
         wants = {"sent": ("sent",), "not_sent": ("none",)}[decision.outcome]
         if reading not in wants:
@@ -288,8 +294,8 @@ class EnvelopeJudge:
 
 # -- its own table: the contract ledger -----------------------------------------------------
 
-# tests/enrollment_sql/<dialect>/: its migrations and its named queries.
-SQL = SqlComponent.in_package("enrollment", "tests", "enrollment_sql")
+# saga/examples/enrollment_sql/<dialect>/: its migrations and its named queries.
+SQL = SqlComponent.in_package("enrollment", "saga.examples", "enrollment_sql")
 
 
 class ContractLedger:

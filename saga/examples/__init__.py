@@ -1,0 +1,10 @@
+"""
+Example applications, shipped so that they run after ``pip install``.
+
+- ``saga.examples.approvals``: the README's approval saga (``--app saga.examples.approvals:app``).
+- ``saga.examples.enrollment``: course enrollment with an e-signature provider, its own tables,
+  reconciliation and invariants, the worked example of docs/applications.md
+  (``--app saga.examples.enrollment:app``).
+
+Both are written with the public API only (``from saga import …``), as a user's would be.
+"""
