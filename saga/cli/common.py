@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from saga import validation
-from saga.exceptions import ConflictError, InvalidInput, NotFound, SagaError
+from saga.exceptions import (
+    ApplicationLoadFailed,
+    ConflictError,
+    InvalidInput,
+    NotFound,
+    SagaError,
+)
 
 if TYPE_CHECKING:
     from saga.core.engine import Engine
@@ -201,6 +207,8 @@ def run(command: Command, args: argparse.Namespace, output: Output) -> int:
     try:
         return command.handler(args, output)
     except InvalidInput as exc:
+        if isinstance(exc, ApplicationLoadFailed):
+            output.err.write(exc.traceback)  # the user's code failed: show them where
         flag = command.flags.get(exc.field, _GLOBAL_FLAGS.get(exc.field, exc.field))
         output.error(f"{flag}: {exc.problem}")
         return EXIT_USAGE
