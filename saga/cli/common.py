@@ -107,10 +107,14 @@ def add_broker_options(parser: argparse.ArgumentParser) -> None:
 
 
 def broker_url(args: argparse.Namespace) -> str | None:
-    """``--broker``, else ``$SAGA_BROKER_URL``."""
-    from saga.core.rabbitmq import BROKER_ENV
+    """``--broker``, else ``$SAGA_BROKER_URL``: an AMQP URL, with pika installed (else exit 2)."""
+    from saga.core.rabbitmq import BROKER_ENV, checked_url
 
-    return getattr(args, "broker", None) or os.environ.get(BROKER_ENV) or None
+    if given := getattr(args, "broker", None):
+        return checked_url(given, field="broker")
+    if from_env := os.environ.get(BROKER_ENV):
+        return checked_url(from_env, field=f"${BROKER_ENV}")
+    return None
 
 
 def exchange(args: argparse.Namespace) -> str:

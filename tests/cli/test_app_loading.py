@@ -8,6 +8,7 @@ is found in the working directory, as ``python -m`` finds it.
 
 from __future__ import annotations
 
+import sys
 import textwrap
 import uuid
 
@@ -154,3 +155,16 @@ def test_the_load_error_survives_pickling():
     copy = pickle.loads(pickle.dumps(error))
     assert vars(error) == vars(copy)
     assert "app" == copy.field
+
+
+def test_the_module_is_found_in_the_working_directory(tmp_path, monkeypatch, upgraded, capsys):
+    """`saga --app approvals:app` run where approvals.py is: no PYTHONPATH=. needed."""
+    name = f"approvals_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text("from tests.approval_app import app\n")
+    monkeypatch.chdir(tmp_path)
+    # As under the `saga` console script: the working directory is not on the path.
+    monkeypatch.setattr("sys.path", [p for p in sys.path if p not in ("", str(tmp_path))])
+    capsys.readouterr()
+    spec = f"{name}:app"
+    assert 0 == main(["instances", "list", "--kind", "approval", "--app", spec, "--db", upgraded])
+    assert "approval" in load_app(spec).registry.kinds
