@@ -20,7 +20,7 @@ from saga.core.app import load_app
 from saga.exceptions import ApplicationLoadFailed, InvalidInput
 from tests.helpers import dump
 
-APP_MODULE = '''
+APP_MODULE = """
 from saga import Application
 from saga.core.handlers import JobKind
 
@@ -47,7 +47,7 @@ class Shop:
     pass
 
 value = 3
-'''
+"""
 
 
 @pytest.fixture
