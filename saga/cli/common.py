@@ -209,6 +209,7 @@ def open_engine(
 def run(command: Command, args: argparse.Namespace, output: Output) -> int:
     """Run a command and turn the engine's errors into the contract's exit codes."""
     try:
+        _check_sandbox_db(args)
         return command.handler(args, output)
     except InvalidInput as exc:
         if isinstance(exc, ApplicationLoadFailed):
@@ -225,6 +226,21 @@ def run(command: Command, args: argparse.Namespace, output: Output) -> int:
     except SagaError as exc:
         output.error(exc.message)
         return EXIT_ERROR
+
+
+def _check_sandbox_db(args: argparse.Namespace) -> None:
+    """
+    ``--sandbox-db``, checked before any command runs (exit 2 naming it).
+
+    The sandbox opens lazily, when a command first asks the provider: a bad
+    URL would otherwise pass unseen through the commands that never do (a
+    listing), or surface as a broken invariant (``verify``, exit 1).
+    """
+    url = getattr(args, "sandbox_db", None)
+    if url is not None:
+        from saga.core.db import normalize_url
+
+        normalize_url(url, field="sandbox_db")
 
 
 def positive_float(text: str) -> float:

@@ -251,6 +251,23 @@ CASES = {
         2,
         "--batch: must be between 1 and 10000",
     ),
+    # --sandbox-db: checked by every command, not only those that open the sandbox
+    "a sandbox URL that is not one, for verify": (
+        ["verify", "--sandbox-db", "nope"],
+        2,
+        "--sandbox-db: not a database URL",
+    ),
+    "a sandbox URL that is not one, for a listing": (
+        ["purchase", "list", "--sandbox-db", "nope"],
+        2,
+        "--sandbox-db: not a database URL",
+    ),
+    "a sandbox URL that is not one, before the command": (
+        ["--sandbox-db", "nope", *START, "--operation-id", "op-5"],
+        2,
+        "--sandbox-db: not a database URL",
+    ),
+    "an empty sandbox URL": (["stats", "--sandbox-db", ""], 2, "--sandbox-db: must not be empty"),
     # --app naming something that is not an application, and would be called with the engine
     "a built-in function as the application": (
         ["instances", "list", "--app", "os:system"],
