@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ApplicationError",
+    "ApplicationLoadFailed",
     "BrokerUnavailable",
     "ConflictError",
     "DatabaseBusy",
@@ -102,6 +103,22 @@ class InvalidInput(SagaError, ValueError):
         self.value = value
         super().__init__(f"{field}: {problem}")
         self._kwargs = {"field": field, "problem": problem, "value": value}
+
+
+class ApplicationLoadFailed(InvalidInput):
+    """
+    The user's code raised while ``--app`` was loaded (its module or its factory).
+
+    ``traceback`` is that error's traceback, for the user to read: the error is
+    in their code, and the message alone would not say where.
+    """
+
+    def __init__(self, *, spec: str, error: str, traceback: str) -> None:
+        self.spec = spec
+        self.error = error
+        self.traceback = traceback
+        super().__init__(field="app", problem=f"could not load application {spec!r}: {error}")
+        self._kwargs = {"spec": spec, "error": error, "traceback": traceback}
 
 
 class NotFound(SagaError, LookupError):

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import math
 import re
+import sys
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from saga.exceptions import InvalidInput
@@ -15,6 +18,9 @@ _ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]*", re.ASCII)
 ID_MAX: Final = 64
 OPERATION_ID_MAX: Final = 128
 REASON_MAX: Final = 500
+# Rows or jobs per transaction: beyond this a batch holds its locks and its
+# memory for long, and helps nothing (one of 10,000 already amortizes a commit).
+BATCH_MAX: Final = 10_000
 
 
 def identifier(field: str, value: object, *, max_length: int = ID_MAX) -> str:
@@ -77,6 +83,11 @@ def whole_number(field: str, value: object, *, minimum: int, maximum: int) -> in
     return value
 
 
+def batch(value: object, *, field: str = "batch") -> int:
+    """A batch size: 1 to :data:`BATCH_MAX`."""
+    return whole_number(field, value, minimum=1, maximum=BATCH_MAX)
+
+
 def one_of(field: str, value: object, choices: Iterable[str]) -> str:
     """One of ``choices``, listed in the message when it is not."""
     options = tuple(choices)
@@ -101,13 +112,65 @@ def text(field: str, value: object, *, max_length: int = REASON_MAX) -> str:
 
 
 def json_object(field: str, text: str | None) -> dict[str, Any]:
-    """A JSON object given as text (``None``: empty); anything else names ``field``."""
+    """
+    A JSON object given as text (``None``: empty); anything else names ``field``.
+
+    Stricter than :func:`json.loads`: ``NaN``, ``Infinity`` and numbers out of
+    a double's range (``1e999``) are refused (they are not JSON, and
+    PostgreSQL's ``jsonb`` refuses them), and so is nesting deeper than
+    :data:`JSON_DEPTH_MAX` (60,000 levels would exhaust the parser's stack).
+    """
     if text is None:
         return {}
     try:
-        value = json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+    except InvalidInput as exc:
+        raise InvalidInput(field=field, problem=exc.problem) from None
     except json.JSONDecodeError as exc:
         raise InvalidInput(field=field, problem=f"not JSON: {exc.msg}") from exc
+    except RecursionError:
+        raise InvalidInput(field=field, problem=_TOO_DEEP) from None
+    except ValueError:  # an integer of more digits than Python converts
+        limit = sys.get_int_max_str_digits()
+        raise InvalidInput(
+            field=field, problem=f"numbers must have at most {limit} digits"
+        ) from None
     if not isinstance(value, dict):
         raise InvalidInput(field=field, problem="must be a JSON object")
-    return value
+    return json_document(field, value)
+
+
+JSON_DEPTH_MAX: Final = 64
+_TOO_DEEP: Final = f"must not nest objects and arrays more than {JSON_DEPTH_MAX} levels deep"
+_NOT_FINITE: Final = "numbers must be finite: NaN, Infinity and values beyond 1.8e308 are not JSON"
+
+
+def json_document(field: str, value: Mapping[str, Any]) -> dict[str, Any]:
+    """
+    A JSON object given as a mapping (the Python API's payloads): as :func:`json_object` checks.
+
+    Walked without recursion, so a document too deep for the parser is
+    refused here rather than by a ``RecursionError`` later.
+    """
+    pending: list[tuple[object, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, Mapping | list | tuple):
+            if depth > JSON_DEPTH_MAX:
+                raise InvalidInput(field=field, problem=_TOO_DEEP)
+            children = item.values() if isinstance(item, Mapping) else item
+            pending.extend((child, depth + 1) for child in children)
+        elif isinstance(item, float) and not math.isfinite(item):
+            raise InvalidInput(field=field, problem=_NOT_FINITE)
+    return dict(value)
+
+
+def _no_constant(name: str) -> object:
+    raise InvalidInput(field="json", problem=f"{_NOT_FINITE} (got {name})")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if not math.isfinite(number):
+        raise InvalidInput(field="json", problem=f"{_NOT_FINITE} (got {text[:20]})")
+    return number

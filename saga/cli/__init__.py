@@ -2,13 +2,16 @@
 The ``saga`` command line (DESIGN.md §4).
 
 Exit codes: 0 ok, 2 bad input or usage, 3 conflict, 4 not found, 1 anything
-else.  Errors go to stderr; ``--json`` output goes to stdout.
+else; 141 (quietly) when stdout's reader went away.  Errors go to stderr;
+``--json`` output goes to stdout.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
 import sys
 from typing import TYPE_CHECKING, Final
 
@@ -52,6 +55,8 @@ COMMAND_MODULES: Final = {
     "chaos": "chaos",
 }
 MODULES: Final = tuple(dict.fromkeys(COMMAND_MODULES.values()))
+# A closed stdout: what a shell reports for a process killed by SIGPIPE.
+EXIT_STDOUT_CLOSED: Final = 141  # 128 + SIGPIPE (13)
 # The top-level options that take a value (which is not the command).
 _VALUED: Final = frozenset({"--db", "--sandbox-db", "--app", "--log-level"})
 
@@ -117,13 +122,53 @@ def main(argv: Sequence[str] | None = None) -> int:
     path = " ".join(part for part in (args.command, getattr(args, "action", None)) if part)
     output = Output(as_json=args.json)
     try:
-        return run(commands[path], args, output)
+        code = run(commands[path], args, output)
+        output.out.flush()  # output still buffered meets a closed pipe here, not at exit
+    except BrokenPipeError as exc:
+        if _stdout_closed():
+            return _end_quietly()
+        output.error(f"unexpected {type(exc).__name__}: {exc}")
+        return EXIT_ERROR
     except KeyboardInterrupt:
         output.error("interrupted")
         return 130
     except Exception as exc:  # noqa: BLE001 - the last line of defence: a message, not a trace
         output.error(f"unexpected {type(exc).__name__}: {exc}")
         return EXIT_ERROR
+    return code
+
+
+def _stdout_closed() -> bool:
+    """
+    Whether the reader of stdout went away (``saga … | head``), not some other pipe.
+
+    POSIX ``poll`` flags the write end of a pipe whose read end is closed
+    with ``POLLERR``; without ``poll`` (Windows), any broken pipe is stdout's.
+    """
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):
+        return False
+    if not hasattr(select, "poll"):
+        return True
+    poller = select.poll()
+    poller.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poller.poll(0))
+
+
+def _end_quietly() -> int:
+    """
+    End as a Unix tool does when its reader has gone: no message, status 141.
+
+    141 is what a shell reports for a tool killed by SIGPIPE (128 + 13), so
+    ``set -o pipefail`` scripts see what they see for ``grep`` or ``cat``.
+    Whatever is still buffered is sent to /dev/null: flushing it to the
+    closed pipe at exit would print Python's "Exception ignored" instead.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_STDOUT_CLOSED
 
 
 def entry_point() -> None:

@@ -13,7 +13,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TextIO
 
 from saga import validation
-from saga.exceptions import ConflictError, InvalidInput, NotFound, SagaError
+from saga.exceptions import (
+    ApplicationLoadFailed,
+    ConflictError,
+    InvalidInput,
+    NotFound,
+    SagaError,
+)
 
 if TYPE_CHECKING:
     from saga.core.engine import Engine
@@ -101,10 +107,14 @@ def add_broker_options(parser: argparse.ArgumentParser) -> None:
 
 
 def broker_url(args: argparse.Namespace) -> str | None:
-    """``--broker``, else ``$SAGA_BROKER_URL``."""
-    from saga.core.rabbitmq import BROKER_ENV
+    """``--broker``, else ``$SAGA_BROKER_URL``: an AMQP URL, with pika installed (else exit 2)."""
+    from saga.core.rabbitmq import BROKER_ENV, checked_url
 
-    return getattr(args, "broker", None) or os.environ.get(BROKER_ENV) or None
+    if given := getattr(args, "broker", None):
+        return checked_url(given, field="broker")
+    if from_env := os.environ.get(BROKER_ENV):
+        return checked_url(from_env, field=f"${BROKER_ENV}")
+    return None
 
 
 def exchange(args: argparse.Namespace) -> str:
@@ -199,8 +209,11 @@ def open_engine(
 def run(command: Command, args: argparse.Namespace, output: Output) -> int:
     """Run a command and turn the engine's errors into the contract's exit codes."""
     try:
+        _check_sandbox_db(args)
         return command.handler(args, output)
     except InvalidInput as exc:
+        if isinstance(exc, ApplicationLoadFailed):
+            output.err.write(exc.traceback)  # the user's code failed: show them where
         flag = command.flags.get(exc.field, _GLOBAL_FLAGS.get(exc.field, exc.field))
         output.error(f"{flag}: {exc.problem}")
         return EXIT_USAGE
@@ -213,6 +226,21 @@ def run(command: Command, args: argparse.Namespace, output: Output) -> int:
     except SagaError as exc:
         output.error(exc.message)
         return EXIT_ERROR
+
+
+def _check_sandbox_db(args: argparse.Namespace) -> None:
+    """
+    ``--sandbox-db``, checked before any command runs (exit 2 naming it).
+
+    The sandbox opens lazily, when a command first asks the provider: a bad
+    URL would otherwise pass unseen through the commands that never do (a
+    listing), or surface as a broken invariant (``verify``, exit 1).
+    """
+    url = getattr(args, "sandbox_db", None)
+    if url is not None:
+        from saga.core.db import normalize_url
+
+        normalize_url(url, field="sandbox_db")
 
 
 def positive_float(text: str) -> float:

@@ -47,7 +47,11 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "relay", help="publish the outbox's events (saga worker does it too, with --broker)"
     )
     relay.add_argument(
-        "--batch", type=whole, default=100, metavar="N", help="events per claim (default: 100)"
+        "--batch",
+        type=whole,
+        default=100,
+        metavar="N",
+        help="events per claim, 1 to 10000 (default: 100)",
     )
     relay.add_argument(
         "--lease-seconds",
@@ -141,8 +145,7 @@ def _stop_on_signals() -> threading.Event:
 
 
 def _relay(args: argparse.Namespace, out: Output) -> int:
-    if args.batch < 1:
-        raise InvalidInput(field="batch", problem="must be at least 1")
+    validation.batch(args.batch)
     with open_engine(args, create=False) as engine:
         relay = engine.relay(
             broker_url=broker_url(args),

@@ -66,7 +66,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=whole,
         default=50,
         metavar="N",
-        help="jobs claimed per transaction (default: 50)",
+        help="jobs claimed per transaction, 1 to 10000 (default: 50)",
     )
     worker.add_argument(
         "--lease-seconds",
@@ -131,7 +131,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         type=whole,
         default=100,
         metavar="N",
-        help="dead letters read per round (default: 100)",
+        help="dead letters read per round, 1 to 10000 (default: 100)",
     )
     replay.add_argument(
         "--rate", type=positive_float, metavar="PER_S", help="at most this many replays per second"
@@ -179,8 +179,7 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
             field="concurrency",
             problem=f"must be between 1 and {MAX_CONCURRENCY}, got {args.concurrency}",
         )
-    if args.batch < 1:
-        raise InvalidInput(field="batch", problem="must be at least 1")
+    _validation.batch(args.batch)
     url = default_url() if args.db is None else args.db
     # A bad --app, or an application with problems, fails here: not in every worker.
     with open_engine(args, create=False) as engine:
@@ -345,7 +344,7 @@ def _dlq_replay(args: argparse.Namespace, out: Output) -> int:
         raise InvalidInput(
             field="job", problem="--job replays one job; --queue/--kind go with --all"
         )
-    _validation.whole_number("batch", args.batch, minimum=1, maximum=10_000)
+    _validation.batch(args.batch)
     if args.all and not (args.yes or args.dry_run or _confirmed(out)):
         raise InvalidInput(
             field="yes",

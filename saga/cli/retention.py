@@ -31,14 +31,14 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--older-than",
         required=True,
         metavar="DURATION",
-        help="the window: 30d, 12h, 90m, 45s or 2w",
+        help="the window: 30d, 12h, 90m, 45s or 2w (at most 36500d)",
     )
     prune.add_argument(
         "--batch",
         type=whole,
         default=DEFAULT_BATCH,
         metavar="N",
-        help=f"rows per transaction (default: {DEFAULT_BATCH})",
+        help=f"rows per transaction, 1 to 10000 (default: {DEFAULT_BATCH})",
     )
     prune.add_argument("--dry-run", action="store_true", help="count what would go, remove nothing")
     add_common_options(prune, top_level=False)

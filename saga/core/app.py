@@ -16,18 +16,23 @@ applications' parts under one name.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
+import inspect
 import os
+import sys
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
+from pathlib import Path
+from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
 from saga.core.handlers import Handlers, JobKind
 from saga.core.recon import ReconHook, ReconPolicy
 from saga.core.sagas import Context, Registry, SagaType
 from saga.core.sqlfiles import DIALECTS, ENGINE
-from saga.exceptions import ApplicationError, InvalidInput, NotFound
+from saga.exceptions import ApplicationError, ApplicationLoadFailed, InvalidInput, NotFound
 from state_machine import RECONCILIATION, ROUTE
 
 if TYPE_CHECKING:
@@ -385,10 +390,14 @@ def load_app(spec: str | None = None) -> Application:
     """
     The application ``MODULE:NAME`` (default ``$SAGA_APP``, else the purchase).
 
-    ``NAME`` is an :class:`Application`, or a function returning one; a
-    function returning job kinds (:class:`~saga.core.handlers.Handlers`) adds
-    them to the purchase application, as ``saga worker --app`` did before
-    applications existed.
+    ``NAME`` is an :class:`Application`, or a function of no arguments
+    returning one; a function of one argument (the engine) returning job kinds
+    (:class:`~saga.core.handlers.Handlers`) adds them to the purchase
+    application, as ``saga worker --app`` did before applications existed.
+    ``MODULE`` is looked up like ``python -m`` does, the working directory
+    included.  Anything else is :class:`~saga.exceptions.InvalidInput` on
+    ``app``; an error raised by the user's module or factory is
+    :class:`~saga.exceptions.ApplicationLoadFailed`, with its traceback.
     """
     spec = spec if spec is not None else os.environ.get(APP_ENV) or None
     if spec is None:
@@ -396,22 +405,123 @@ def load_app(spec: str | None = None) -> Application:
     module_name, _, attribute = spec.partition(":")
     if not module_name or not attribute:
         raise InvalidInput(field="app", problem=f"expected MODULE:NAME, got {spec!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise InvalidInput(field="app", problem=f"cannot import {module_name!r}: {exc}") from exc
-    found = getattr(module, attribute, None)
+    found: Any = getattr(_import(spec, module_name), attribute, _MISSING)
+    if found is _MISSING:
+        raise InvalidInput(field="app", problem=f"module {module_name!r} has no {attribute!r}")
     if isinstance(found, Application):
         return found
-    if not callable(found):
-        raise InvalidInput(
-            field="app", problem=f"{spec!r} is not an Application or a function returning one"
-        )
+    required = _required_arguments(spec, found)
+    if required == 1:
+        return default_app().with_jobs(_job_factory(spec, found))
     try:
         made = found()
-    except TypeError:
-        made = None  # a job factory: it takes the engine
-    if isinstance(made, Application):
-        return made
-    factory: Callable[[Context], Handlers | Iterable[JobKind]] = found
-    return default_app().with_jobs(lambda engine: list(factory(engine)))
+    except Exception as exc:
+        raise _load_failed(spec, exc) from exc
+    if not isinstance(made, Application):
+        raise InvalidInput(
+            field="app", problem=f"{spec!r} returned {_describe(made)}, not an Application"
+        )
+    return made
+
+
+_MISSING: Final = object()
+_NOT_AN_APP: Final = "not an Application or a function returning one"
+
+
+def _import(spec: str, module_name: str) -> ModuleType:
+    _search_working_directory()
+    try:
+        return importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        # The module itself (or its package) is missing: a typo, a wrong
+        # directory.  A module *it* imports that is missing is its own bug.
+        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
+            raise InvalidInput(
+                field="app",
+                problem=f"cannot import {module_name!r}: {exc} (looked in the installed "
+                f"packages and in the working directory, {Path.cwd()})",
+            ) from exc
+        raise _load_failed(spec, exc) from exc
+    except Exception as exc:  # the user's module raised as it was imported
+        raise _load_failed(spec, exc) from exc
+
+
+def _search_working_directory() -> None:
+    """
+    Put the working directory on ``sys.path``, as ``python -m``, uvicorn and Celery do.
+
+    Appended, not prepended: an installed package keeps its name, and a file
+    of the working directory cannot shadow a module the engine imports later.
+    """
+    here = str(Path.cwd())
+    if here not in sys.path and "" not in sys.path:
+        sys.path.append(here)
+
+
+def _required_arguments(spec: str, found: object) -> int:
+    """How many arguments ``found`` needs: 0 (an application factory) or 1 (a job factory)."""
+    if isinstance(found, type):
+        raise InvalidInput(
+            field="app",
+            problem=f"{spec!r} is the class {found.__module__}.{found.__qualname__}, {_NOT_AN_APP}",
+        )
+    if not callable(found):
+        raise InvalidInput(field="app", problem=f"{spec!r} is {_describe(found)}, {_NOT_AN_APP}")
+    # Only the user's own Python code: `os:system` or `builtins:print` take one
+    # argument too, and would be called with the engine.
+    code = found.func if isinstance(found, functools.partial) else found
+    if not (inspect.isfunction(code) or inspect.ismethod(code)):
+        raise InvalidInput(field="app", problem=f"{spec!r} is {_describe(found)}, {_NOT_AN_APP}")
+    parameters = inspect.signature(found).parameters.values()
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    required = [p for p in parameters if p.default is inspect.Parameter.empty]
+    needed = sum(p.kind in positional for p in required)
+    if needed > 1 or any(p.kind is inspect.Parameter.KEYWORD_ONLY for p in required):
+        raise InvalidInput(
+            field="app",
+            problem=f"{spec!r} takes {len(required)} arguments: a function returning an "
+            "Application takes none (one returning job kinds takes the engine)",
+        )
+    return needed
+
+
+def _job_factory(spec: str, factory: Callable[[Context], object]) -> JobsFactory:
+    def jobs(engine: Context) -> list[JobKind]:
+        made = factory(engine)
+        kinds = list(made) if isinstance(made, Handlers | list | tuple) else None
+        if kinds is None or not all(isinstance(kind, JobKind) for kind in kinds):
+            raise InvalidInput(
+                field="app",
+                problem=f"{spec!r} returned {_describe(made)}, not an Application or job kinds",
+            )
+        return kinds
+
+    return jobs
+
+
+def _describe(value: object) -> str:
+    if inspect.isbuiltin(value) or inspect.isroutine(value):
+        name = getattr(value, "__qualname__", getattr(value, "__name__", "?"))
+        where = getattr(value, "__module__", None)
+        return f"the function {where}.{name}" if where else f"the function {name}"
+    if isinstance(value, ModuleType):
+        return f"the module {value.__name__}"
+    kind = type(value)
+    where = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
+    return f"a value of type {where}{kind.__qualname__}"
+
+
+def _load_failed(spec: str, exc: BaseException) -> ApplicationLoadFailed:
+    """The user's error with its traceback, less the frames of this module and of importlib."""
+    shown = traceback.TracebackException.from_exception(exc)
+    ours = (__file__, importlib.__file__)
+    shown.stack = traceback.StackSummary.from_list(
+        [
+            frame
+            for frame in shown.stack
+            if frame.filename not in ours and not frame.filename.startswith("<frozen importlib")
+        ]
+    )
+    return ApplicationLoadFailed(
+        spec=spec, error=f"{type(exc).__name__}: {exc}", traceback="".join(shown.format())
+    )

@@ -169,9 +169,15 @@ class Engine:
         if subscriptions:
             publishers.append(Subscribers({p: list(s) for p, s in subscriptions.items()}))
         if broker_url:
-            from saga.core.rabbitmq import DEFAULT_EXCHANGE, RabbitPublisher  # noqa: PLC0415
+            from saga.core.rabbitmq import (  # noqa: PLC0415
+                DEFAULT_EXCHANGE,
+                RabbitPublisher,
+                checked_url,
+            )
 
-            publishers.append(RabbitPublisher(broker_url, exchange=exchange or DEFAULT_EXCHANGE))
+            publishers.append(
+                RabbitPublisher(checked_url(broker_url), exchange=exchange or DEFAULT_EXCHANGE)
+            )
         if not publishers:
             return None
         return Relay(self.db, publishers, batch=batch, lease_seconds=lease_seconds)

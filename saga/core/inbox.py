@@ -129,6 +129,7 @@ class Inbox:
 
     def deliver(self, message: Message) -> Delivery:
         """Apply ``message`` at most once; see :class:`Delivery` for what happened."""
+        validation.json_document("payload", message.payload)
         route = self.routes.get((message.source, message.type))
         if route is None:
             known = ", ".join(f"{s}/{t}" for s, t in sorted(self.routes)) or "none"

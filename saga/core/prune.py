@@ -34,6 +34,7 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
+from saga import validation
 from saga.codec import iso, maybe_utc
 from saga.core.operators import THROTTLE_WINDOW_S
 from saga.exceptions import DatabaseError, InvalidInput
@@ -47,16 +48,24 @@ TARGETS: Final = ("jobs", "inbox", "outbox", "refusals", "sign_ins")
 _DURATION: Final = re.compile(r"([0-9]+(?:\.[0-9]+)?)([smhdw])", re.ASCII)
 _UNIT: Final = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 604800}
 DEFAULT_BATCH: Final = 1000
+WINDOW_MAX_DAYS: Final = 36_500
 
 
 def parse_duration(text: str, *, field: str = "older_than") -> float:
-    """Seconds in ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``."""
+    """Seconds in ``30d``, ``12h``, ``90m``, ``45s`` or ``2w``, at most :data:`WINDOW_MAX_DAYS`."""
     found = _DURATION.fullmatch(text.strip())
     if found is None:
         raise InvalidInput(
             field=field, problem=f"expected a duration like 30d, 12h, 90m or 45s, got {text!r}"
         )
-    return float(found.group(1)) * _UNIT[found.group(2)]
+    seconds = float(found.group(1)) * _UNIT[found.group(2)]
+    # A window reaching before year 1 makes the database's date arithmetic
+    # fail (or wrap); a century already keeps everything the engine ever wrote.
+    if seconds > WINDOW_MAX_DAYS * _UNIT["d"]:
+        raise InvalidInput(
+            field=field, problem=f"must be at most {WINDOW_MAX_DAYS}d (100 years), got {text!r}"
+        )
+    return seconds
 
 
 @dataclass(slots=True)
@@ -91,8 +100,7 @@ class Pruner:
     def __init__(self, db: Database, *, older_than_s: float, batch: int = DEFAULT_BATCH) -> None:
         if older_than_s < 0:
             raise InvalidInput(field="older_than", problem="must not be negative")
-        if batch < 1:
-            raise InvalidInput(field="batch", problem="must be at least 1")
+        validation.batch(batch)
         self.db = db
         self.older_than_s = older_than_s
         self.batch = batch

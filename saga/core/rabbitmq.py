@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from saga.core.faults import crash_point
 from saga.core.logs import get_logger
 from saga.core.outbox import Event
-from saga.exceptions import BrokerUnavailable, PublishFailed
+from saga.exceptions import BrokerUnavailable, InvalidInput, PublishFailed
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -38,11 +38,40 @@ BROKER_ENV: Final = "SAGA_BROKER_URL"
 EXCHANGE_ENV: Final = "SAGA_EXCHANGE"
 
 
+SCHEMES: Final = ("amqp", "amqps")
+EXTRA: Final = "pip install 'saga-engine[rabbitmq]'"
+
+
+def checked_url(url: str, *, field: str = "broker") -> str:
+    """
+    ``url`` if RabbitMQ can be reached at it: ``amqp://`` or ``amqps://``, and pika installed.
+
+    Checked when a command starts: without it, a worker given ``http://…``, or
+    run without the extra, would start, log a warning each poll and publish
+    nothing.  The message never repeats the URL (it may hold a password).
+    """
+    scheme = url.partition("://")[0].lower() if "://" in url else ""
+    if scheme not in SCHEMES:
+        got = f"a {scheme}:// URL" if scheme else "no scheme"
+        raise InvalidInput(
+            field=field,
+            problem=f"expected a RabbitMQ URL, amqp://user:pass@host:5672/vhost (or amqps://); "
+            f"got {got}",
+        )
+    try:
+        _pika()
+    except RuntimeError as exc:
+        raise InvalidInput(
+            field=field, problem=f"RabbitMQ needs pika, which is not installed: {EXTRA}"
+        ) from exc
+    return url
+
+
 def _pika() -> Any:
     try:
         import pika  # noqa: PLC0415 - optional dependency
-    except ImportError as exc:  # pragma: no cover - the test extra installs it
-        msg = "RabbitMQ needs pika: pip install 'saga-engine[rabbitmq]'"
+    except ImportError as exc:
+        msg = f"RabbitMQ needs pika: {EXTRA}"
         raise RuntimeError(msg) from exc
     return pika
 

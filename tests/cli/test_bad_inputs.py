@@ -17,6 +17,7 @@ from saga.exceptions import InvalidInput
 from tests.helpers import dump, rows
 
 LONG = "x" * 300
+DEEP = '{"a":' + "[" * 60_000 + "]" * 60_000 + "}"
 
 
 @pytest.fixture
@@ -71,6 +72,9 @@ def _run(shop, capsys, argv):
 
 START = ["purchase", "start", "--intensive", "js", "--student", "bob"]
 FIRE = ["instances", "fire", "{purchase}"]
+CANCEL = [*FIRE, "cancel", "--payload"]
+BY_ANN = ["--actor", "ann", "--reason", "r"]
+DELIVER = ["messages", "deliver", "--source", "s", "--event-id", "e", "--type", "t"]
 CASES = {
     # 1, 2: an unknown event, an event the state does not take: conflict, the valid ones listed
     "unknown event": (
@@ -162,6 +166,36 @@ CASES = {
         2,
         "--payload",
     ),
+    "NaN in a payload": (
+        [*FIRE, "cancel", "--payload", '{"a": NaN}', "--actor", "ann", "--reason", "r"],
+        2,
+        "--payload: numbers must be finite",
+    ),
+    "a number beyond a double in a payload": (
+        [*FIRE, "cancel", "--payload", '{"a": 1e999}', "--actor", "ann", "--reason", "r"],
+        2,
+        "--payload: numbers must be finite",
+    ),
+    "Infinity in a message's payload": (
+        [*DELIVER, "--payload", '{"a": [-Infinity]}'],
+        2,
+        "--payload: numbers must be finite",
+    ),
+    "a payload nested 60,000 deep": (
+        [*FIRE, "cancel", "--payload", DEEP, "--actor", "ann", "--reason", "r"],
+        2,
+        "--payload: must not nest objects and arrays more than 64 levels deep",
+    ),
+    "a payload nested 65 deep": (
+        [*CANCEL, '{"a":' + "[" * 64 + "]" * 64 + "}", *BY_ANN],
+        2,
+        "more than 64 levels deep",
+    ),
+    "a number of 5,000 digits in a payload": (
+        [*CANCEL, '{"a": 1' + "0" * 5000 + "}", *BY_ANN],
+        2,
+        "--payload: numbers must have at most",
+    ),
     # 10: provider events
     "unknown webhook type": (
         ["webhook", "deliver", "--event-id", "e1", "--type", "payment.won", "--payment-id", "p1"],
@@ -197,6 +231,59 @@ CASES = {
     "negative poll interval": (["relay", "--poll-interval", "-1"], 2, "--poll-interval"),
     "a window in the past": (["prune", "--older-than", "-1d"], 2, "--older-than"),
     "a window in years": (["prune", "--older-than", "1y"], 2, "--older-than"),
+    "a window of a trillion days": (
+        ["prune", "--older-than", "1000000000000d"],
+        2,
+        "--older-than: must be at most 36500d",
+    ),
+    "a prune batch of a billion": (
+        ["prune", "--older-than", "1d", "--batch", "1000000000"],
+        2,
+        "--batch: must be between 1 and 10000",
+    ),
+    "a worker batch of a billion": (
+        ["worker", "--burst", "--batch", "1000000000"],
+        2,
+        "--batch: must be between 1 and 10000",
+    ),
+    "a relay batch of a billion": (
+        ["relay", "--burst", "--batch", "1000000000"],
+        2,
+        "--batch: must be between 1 and 10000",
+    ),
+    # --sandbox-db: checked by every command, not only those that open the sandbox
+    "a sandbox URL that is not one, for verify": (
+        ["verify", "--sandbox-db", "nope"],
+        2,
+        "--sandbox-db: not a database URL",
+    ),
+    "a sandbox URL that is not one, for a listing": (
+        ["purchase", "list", "--sandbox-db", "nope"],
+        2,
+        "--sandbox-db: not a database URL",
+    ),
+    "a sandbox URL that is not one, before the command": (
+        ["--sandbox-db", "nope", *START, "--operation-id", "op-5"],
+        2,
+        "--sandbox-db: not a database URL",
+    ),
+    "an empty sandbox URL": (["stats", "--sandbox-db", ""], 2, "--sandbox-db: must not be empty"),
+    # --app naming something that is not an application, and would be called with the engine
+    "a built-in function as the application": (
+        ["instances", "list", "--app", "os:system"],
+        2,
+        "--app: 'os:system' is the function",
+    ),
+    "an HTTP broker": (
+        ["relay", "--burst", "--broker", "http://user:secret@example.invalid/"],
+        2,
+        "--broker: expected a RabbitMQ URL",
+    ),
+    "an HTTP broker for the worker": (
+        ["worker", "--burst", "--broker", "http://example.invalid/"],
+        2,
+        "--broker: expected a RabbitMQ URL",
+    ),
 }
 
 
@@ -241,4 +328,36 @@ def test_a_nul_character_is_a_validation_error_not_a_driver_error(shop, field):
         with pytest.raises(InvalidInput) as info:
             engine.purchases.start(**values)
         assert field in info.value.field
+        assert before == dump(engine)
+
+
+def test_a_broker_url_is_not_repeated_in_the_error(shop, capsys):
+    """It may hold a password."""
+    _, err, _ = _run(shop, capsys, ["relay", "--burst", "--broker", "http://u:secret@h/"])
+    assert "secret" not in err
+
+
+@pytest.mark.parametrize(
+    ("payload", "problem"),
+    [
+        ({"a": float("nan")}, "numbers must be finite"),
+        ({"a": [1.0, {"b": float("inf")}]}, "numbers must be finite"),
+        ("deep", "more than 64 levels deep"),
+    ],
+)
+def test_the_python_api_checks_payloads_as_the_cli_does(shop, payload, problem):
+    """A message's payload given as a mapping: the same bounds, nothing written."""
+    from saga.core.inbox import Message
+
+    if payload == "deep":
+        payload = inner = {}
+        for _ in range(100):
+            inner["a"] = {}
+            inner = inner["a"]
+    with Engine(shop["url"]) as engine:
+        before = dump(engine)
+        with pytest.raises(InvalidInput) as refused:
+            engine.messages.deliver(Message(source="s", event_id="e", type="t", payload=payload))
+        assert "payload" == refused.value.field
+        assert problem in refused.value.problem
         assert before == dump(engine)
