@@ -107,7 +107,7 @@ def add_console_parsers(
         help="only attempts with this outcome (default: every outcome)",
     )
     sign_ins.add_argument(
-        "--limit", type=whole, default=50, metavar="N", help="newest N attempts (default 50)"
+        "--limit", type=whole, default=50, metavar="N", help="newest N attempts (default: 50)"
     )
     add_common_options(sign_ins, top_level=False)
 

@@ -160,7 +160,7 @@ def test_the_load_error_survives_pickling():
 def test_the_module_is_found_in_the_working_directory(tmp_path, monkeypatch, upgraded, capsys):
     """`saga --app approvals:app` run where approvals.py is: no PYTHONPATH=. needed."""
     name = f"approvals_{uuid.uuid4().hex[:8]}"
-    (tmp_path / f"{name}.py").write_text("from tests.approval_app import app\n")
+    (tmp_path / f"{name}.py").write_text("from saga.examples.approvals import app\n")
     monkeypatch.chdir(tmp_path)
     # As under the `saga` console script: the working directory is not on the path.
     monkeypatch.setattr("sys.path", [p for p in sys.path if p not in ("", str(tmp_path))])
