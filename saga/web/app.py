@@ -13,7 +13,7 @@ from saga.core import metrics
 from saga.core.logs import get_logger
 from saga.core.operators import Operators
 from saga.core.signatures import SIGNATURE_HEADER
-from saga.core.webhooks import MAX_BODY_BYTES
+from saga.core.webhooks import MAX_BODY_BYTES, MAX_HEADER_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -111,6 +111,8 @@ def serve(
         # Refused before it is read, not buffered to disk first (waitress'
         # own limit is 1 GiB); the door refuses anything over its smaller one.
         max_request_body_size=4 * MAX_BODY_BYTES,
+        # Answered 431 past it (waitress' own limit is 256 KiB of headers).
+        max_request_header_size=MAX_HEADER_BYTES,
         **proxy,
     )
     bound_host, bound_port = _address(server)

@@ -431,3 +431,15 @@ CREATE TRIGGER outbox_counted_update AFTER UPDATE ON outbox
 CREATE TRIGGER outbox_counted_delete AFTER DELETE ON outbox
     REFERENCING OLD TABLE AS old_rows
     FOR EACH STATEMENT EXECUTE FUNCTION stat_count_outbox();
+
+-- Refused requests counted per hour, provider and reason (0014); the
+-- newest are kept whole in inbox_refusals, trimmed by the door.
+CREATE TABLE inbox_refusal_counts (
+    hour     timestamptz NOT NULL,
+    source   text NOT NULL,
+    reason   text NOT NULL,
+    n        bigint NOT NULL,
+    bytes    bigint NOT NULL,
+    last_at  timestamptz NOT NULL,
+    PRIMARY KEY (hour, source, reason)
+);

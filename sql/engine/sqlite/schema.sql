@@ -410,3 +410,15 @@ BEGIN
     VALUES ('outbox', '', '', -(old.published_at IS NOT NULL), -old.errors)
     ON CONFLICT DO UPDATE SET n = n + excluded.n, total = total + excluded.total;
 END;
+
+-- Refused requests counted per hour, provider and reason (0014); the
+-- newest are kept whole in inbox_refusals, trimmed by the door.
+CREATE TABLE inbox_refusal_counts (
+    hour     TEXT NOT NULL,
+    source   TEXT NOT NULL,
+    reason   TEXT NOT NULL,
+    n        INTEGER NOT NULL,
+    bytes    INTEGER NOT NULL,
+    last_at  TEXT NOT NULL,
+    PRIMARY KEY (hour, source, reason)
+) STRICT;
