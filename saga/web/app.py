@@ -115,10 +115,6 @@ def serve(
         max_request_header_size=MAX_HEADER_BYTES,
         **proxy,
     )
-    bound_host, bound_port = _address(server)
-    if ready is not None:
-        ready(bound_host, bound_port)
-    log.info("web_listening", host=bound_host, port=bound_port)
     stopping = threading.Event()
 
     def stop(signum: int, frame: object) -> None:
@@ -126,9 +122,16 @@ def serve(
         stopping.set()
         server.close()
 
+    # Before anyone hears "listening": a stop sent as soon as the line is read
+    # must end the server cleanly, not by the signal's default action.
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        server.run()
+        bound_host, bound_port = _address(server)
+        if ready is not None:
+            ready(bound_host, bound_port)
+        log.info("web_listening", host=bound_host, port=bound_port)
+        if not stopping.is_set():
+            server.run()
     except OSError:
         if not stopping.is_set():
             raise  # closed under the loop by stop(); anything else is real
