@@ -121,6 +121,14 @@ def test_saga_webhook_refusals_counts_per_hour_provider_and_reason(shop, client,
     for _ in range(3):
         post(client, succeeded("pay_1"), secret=None)
     post(client, succeeded("pay_1"), provider="stripe")
+    long_ago = "2000-01-01T00:00:00Z"  # outside the window: not listed
+    shop.db.transaction(
+        lambda tx: tx.execute_sql(
+            "INSERT INTO inbox_refusal_counts (hour, source, reason, n, bytes, last_at) "
+            "VALUES (:at, 'sandbox', 'stale', 7, 0, :at)",
+            {"at": long_ago},
+        )
+    )
     url = shop.db.url.render_as_string(False)
     code, listed = cli_json(capsys, "webhook", "refusals", "--counts", "--db", url)
     assert 0 == code

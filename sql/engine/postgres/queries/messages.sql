@@ -53,7 +53,7 @@ FROM inbox_refusals ORDER BY id DESC LIMIT :limit;
 -- (this one included), newest first.
 SELECT hour, source, reason, n, bytes, last_at
 FROM inbox_refusal_counts
-WHERE hour >= date_trunc('hour', clock_timestamp())
+WHERE hour >= date_trunc('hour', clock_timestamp() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
                - make_interval(hours => CAST(:hours AS integer) - 1)
 ORDER BY hour DESC, source, reason;
 
