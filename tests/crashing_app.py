@@ -1,9 +1,11 @@
-"""An application whose worker processes die as they start (for the crash-loop test)."""
+"""Applications whose worker processes die: as they start (crash loop), or stuck in a job."""
 
 from __future__ import annotations
 
 import os
+import threading
 
+from saga.core.backoff import Backoff
 from saga.core.handlers import Handlers, JobKind
 
 
@@ -13,3 +15,33 @@ def handlers(engine):
         msg = "boom: this worker cannot start"
         raise RuntimeError(msg)
     return Handlers([JobKind("test.never", lambda job: None, queue="test")])
+
+
+HANG_SECONDS = 0.5
+
+
+def hanging(engine):
+    """
+    A job kind whose handler ignores its timeout: each attempt times out, then its process is stuck.
+
+    The worker settles the attempt as timed out (retried, then dead-lettered
+    at the second) and ends its own stuck process; the supervisor replaces it.
+    """
+    del engine
+    return Handlers(
+        [
+            JobKind(
+                "test.hang",
+                _hang,
+                queue="test",
+                max_attempts=2,
+                timeout_seconds=HANG_SECONDS,
+                backoff=Backoff(base=0.001, cap=0.001),
+            )
+        ]
+    )
+
+
+def _hang(job):
+    del job
+    threading.Event().wait()  # forever: only the end of the process ends it

@@ -35,6 +35,7 @@ FLAGS: Final = {
     "tolerance": "--tolerance",
     "threads": "--threads",
     "outcome": "--outcome",
+    "hours": "--hours",
 }
 SECRET_ENV_PREFIX: Final = "SAGA_WEBHOOK_SECRET_"  # noqa: S105 - a variable name, not a secret
 
@@ -55,10 +56,26 @@ def add_serve_parser(hooks: argparse._SubParsersAction[argparse.ArgumentParser])
     )
     _server_options(serve, port=8080)
     refusals = hooks.add_parser(
-        "refusals", help="requests refused at the door (bad signature, malformed, unknown)"
+        "refusals",
+        help="requests refused at the door (bad signature, malformed, unknown)",
+        description="The newest refused requests (the door keeps only the newest "
+        "whole), or with --counts every refused request counted per hour, provider and "
+        "reason.",
     )
     refusals.add_argument(
         "--limit", type=whole, default=50, metavar="N", help="newest N (default: 50)"
+    )
+    refusals.add_argument(
+        "--counts",
+        action="store_true",
+        help="refused requests per hour, provider and reason instead of the newest ones",
+    )
+    refusals.add_argument(
+        "--hours",
+        type=whole,
+        default=24,
+        metavar="H",
+        help="with --counts: the last H hours, this one included (default: 24)",
     )
     add_common_options(refusals, top_level=False)
 
@@ -198,6 +215,8 @@ def refusals_command(args: argparse.Namespace, out: Output) -> int:
     """``saga webhook refusals``: the newest refused requests, for a look at an attack or a typo."""
     if not 1 <= args.limit <= 10_000:
         raise InvalidInput(field="limit", problem="must be between 1 and 10000")
+    if args.counts:
+        return _refusal_counts(args, out)
     with open_engine(args, create=False) as engine:
         found = engine.db.transaction(
             lambda tx: tx.all("list_refusals", limit=args.limit), write=False
@@ -222,6 +241,38 @@ def refusals_command(args: argparse.Namespace, out: Output) -> int:
             ("RECEIVED", "PROVIDER", "REASON", "FROM", "DETAIL"),
             (
                 (r["received_at"], r["source"], r["reason"], r["remote"] or "", r["detail"][:70])
+                for r in listed
+            ),
+        )
+    return EXIT_OK
+
+
+def _refusal_counts(args: argparse.Namespace, out: Output) -> int:
+    """``saga webhook refusals --counts``: every refused request, per hour, provider and reason."""
+    if not 1 <= args.hours <= 24 * 366:
+        raise InvalidInput(field="hours", problem=f"must be between 1 and {24 * 366}")
+    with open_engine(args, create=False) as engine:
+        found = engine.db.transaction(
+            lambda tx: tx.all("list_refusal_counts", hours=args.hours), write=False
+        )
+    listed = [
+        {
+            "hour": iso(maybe_utc(row["hour"])),
+            "source": row["source"],
+            "reason": row["reason"],
+            "count": int(row["n"]),
+            "bytes": int(row["bytes"]),
+            "last_at": iso(maybe_utc(row["last_at"])),
+        }
+        for row in found
+    ]
+    if out.as_json:
+        out.json(listed)
+    else:
+        out.table(
+            ("HOUR", "PROVIDER", "REASON", "COUNT", "BYTES", "LAST"),
+            (
+                (r["hour"], r["source"], r["reason"], r["count"], r["bytes"], r["last_at"])
                 for r in listed
             ),
         )

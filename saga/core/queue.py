@@ -185,6 +185,8 @@ class Claimed:
 
     jobs: list[Job]
     next_due_in: float | None = None
+    # Jobs whose last attempt's lease ran out, dead-lettered by this claim.
+    dead_lettered: int = 0
 
 
 class Queue:
@@ -405,11 +407,13 @@ class Queue:
 def claim_in(tx: Tx, spec: ClaimSpec) -> Claimed:
     """:meth:`Queue.claim` inside ``tx``, with the wait until the next due job when none is."""
     token = uuid.uuid4().hex
-    rescued = (
-        _rescue(tx, spec.kinds_json, token, spec.lease_seconds, spec.batch) if spec.rescue else []
+    rescued, dead = (
+        _rescue(tx, spec.kinds_json, token, spec.lease_seconds, spec.batch)
+        if spec.rescue
+        else ([], 0)
     )
     if rescued:
-        return Claimed(rescued)
+        return Claimed(rescued, dead_lettered=dead)
     rows = tx.all(
         "claim_jobs",
         kinds=spec.kinds_json,
@@ -419,18 +423,25 @@ def claim_in(tx: Tx, spec: ClaimSpec) -> Claimed:
     )
     if rows:
         tx.claimed(row["id"] for row in rows)
-        return Claimed([Job.from_claim(row, token) for row in rows])
+        return Claimed([Job.from_claim(row, token) for row in rows], dead_lettered=dead)
     if spec.rescue_if_idle and not spec.rescue:
-        rescued = _rescue(tx, spec.kinds_json, token, spec.lease_seconds, spec.batch)
+        rescued, dead = _rescue(tx, spec.kinds_json, token, spec.lease_seconds, spec.batch)
     if rescued:
-        return Claimed(rescued)
+        return Claimed(rescued, dead_lettered=dead)
     due = tx.scalar("next_due_in", kinds=spec.kinds_json)
-    return Claimed([], None if due is None else float(due))
+    return Claimed([], None if due is None else float(due), dead_lettered=dead)
 
 
-def _rescue(tx: Tx, kinds_json: str, token: str, lease_seconds: float, batch: int) -> list[Job]:
-    """Dead-letter jobs whose last attempt's lease ran out; take over the other expired ones."""
-    for row in tx.all("dead_letter_exhausted_leases", kinds=kinds_json, limit=100):
+def _rescue(
+    tx: Tx, kinds_json: str, token: str, lease_seconds: float, batch: int
+) -> tuple[list[Job], int]:
+    """
+    Dead-letter jobs whose last attempt's lease ran out; take over the other expired ones.
+
+    The jobs taken over, and how many were dead-lettered.
+    """
+    dead = tx.all("dead_letter_exhausted_leases", kinds=kinds_json, limit=100)
+    for row in dead:
         log.warning(
             "job_dead_lettered",
             job_id=row["id"],
@@ -444,7 +455,7 @@ def _rescue(tx: Tx, kinds_json: str, token: str, lease_seconds: float, batch: in
         rows = tx.all("claim_expired_jobs", first_time=False, batch=1, **params)
     if rows:
         log.info("leases_rescued", jobs=len(rows))
-    return [Job.from_claim(row, token) for row in rows]
+    return [Job.from_claim(row, token) for row in rows], len(dead)
 
 
 def get_job_in(tx: Tx, job_id: str) -> JobInfo:

@@ -62,8 +62,6 @@ def check(
     ``secrets`` are the provider's current secrets (more than one while one
     is rotated); ``now`` is the receiver's clock in unix seconds.
     """
-    if not header:
-        raise SignatureRefused(reason="unsigned", detail=f"no {SIGNATURE_HEADER} header")
     timestamp, macs = _parse(header)
     if abs(now - timestamp) > tolerance_s:
         raise SignatureRefused(
@@ -79,12 +77,24 @@ def check(
     return timestamp
 
 
+def shape(header: str | None) -> None:
+    """
+    Refuse a header that is missing or out of shape, before any clock is read.
+
+    A request without a usable signature costs the receiver no database
+    round trip (:func:`check` repeats this; it is cheap).
+    """
+    _parse(header)
+
+
 _TIMESTAMP = re.compile(r"\d{1,12}")
 _HEX_MAC = re.compile(r"[0-9a-f]{64}")
 
 
-def _parse(header: str) -> tuple[int, list[str]]:
-    """The signed timestamp and the ``v1`` HMACs; anything else is ``malformed``."""
+def _parse(header: str | None) -> tuple[int, list[str]]:
+    """The signed timestamp and the ``v1`` HMACs; no header: ``unsigned``, else ``malformed``."""
+    if not header:
+        raise SignatureRefused(reason="unsigned", detail=f"no {SIGNATURE_HEADER} header")
     timestamp: int | None = None
     macs: list[str] = []
     for part in header.split(","):

@@ -4,7 +4,8 @@
 Each worker is a process of its own (a crash, a hang or a segfault in a
 handler takes down one worker, not the service); the supervisor restarts
 workers that die, forwards SIGTERM/SIGINT for a graceful stop, and sums
-their reports.  A job that kills its worker comes back only after its lease
+their counters, which each worker sends as they change (a worker that is
+replaced has already told what it did).  A job that kills its worker comes back only after its lease
 expires, alone, and becomes a dead letter after its last attempt.
 """
 
@@ -14,6 +15,7 @@ import multiprocessing
 import os
 import queue as queue_module
 import signal
+import threading
 import time
 import traceback
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final
 from saga.core.app import load_app
 from saga.core.handlers import Handlers
 from saga.core.logs import configure_logging, get_logger
-from saga.core.worker import Worker, WorkerReport
+from saga.core.worker import COUNTERS, Worker, WorkerReport
 from saga.exceptions import SagaError
 
 if TYPE_CHECKING:
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
     from multiprocessing.queues import Queue as MPQueue
 
     from saga.core.engine import Engine
+    from saga.core.relay import Relay
 
 log = get_logger(__name__)
 
@@ -80,6 +83,39 @@ def builtin_handlers(engine: Engine) -> Handlers:
     return Handlers([timer_kind(engine), deadline_kind(), *engine.step_kinds()])
 
 
+class _Progress:
+    """
+    A worker process's counters, sent to the supervisor as they change.
+
+    Only what changed since the last send (a delta), after each batch and
+    each timed-out attempt, and before the worker ends its own process (then
+    the queue is flushed first): a process that is replaced has told what it
+    did.  One killed outright loses at most the batch it was in.
+    """
+
+    def __init__(self, reports: MPQueue[dict[str, Any]]) -> None:
+        self.reports = reports
+        self.report: WorkerReport | None = None
+        self.relay: Relay | None = None
+        self.sent: dict[str, int] = dict.fromkeys(COUNTERS, 0)
+        # The heartbeat thread reports timed-out attempts.
+        self._lock = threading.Lock()
+
+    def __call__(self, exiting: bool = False) -> None:
+        with self._lock:
+            if self.report is not None:
+                now = {name: int(getattr(self.report, name)) for name in COUNTERS}
+                if self.relay is not None:
+                    now["published"] = self.relay.report.published
+                delta = {k: v - self.sent[k] for k, v in now.items() if v != self.sent[k]}
+                if delta:
+                    self.reports.put({"progress": delta})
+                    self.sent = now
+            if exiting:
+                self.reports.close()
+                self.reports.join_thread()
+
+
 def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]]) -> None:
     """Entry point of one worker process."""
     from saga.core.engine import Engine  # noqa: PLC0415
@@ -89,6 +125,7 @@ def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]])
         from saga.core import metrics  # noqa: PLC0415 - only with --metrics-port
 
         metrics.enable()  # into $PROMETHEUS_MULTIPROC_DIR, which the supervisor serves
+    progress = _Progress(reports)
     try:
         app = load_app(options.app)
         with Engine(options.url, app=app, sandbox_url=options.sandbox_url) as engine:
@@ -109,21 +146,21 @@ def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]])
                 poll_interval=options.poll_interval,
                 queues=options.queues,
                 exit_when_stuck=True,
+                progress=progress,
             )
+            progress.report, progress.relay = worker.report, relay
             signal.signal(signal.SIGTERM, lambda *_: worker.stop())
             signal.signal(signal.SIGINT, lambda *_: worker.stop())
             try:
-                report = worker.run(burst=options.burst)
+                worker.run(burst=options.burst)
             finally:
                 if relay is not None:
                     relay.close()
-            report.published = relay.report.published if relay is not None else 0
     except Exception:  # noqa: BLE001 - the supervisor reports it once, not each child
         reports.put({"crash": traceback.format_exc()})
-        reports.close()
-        reports.join_thread()
+        progress(exiting=True)  # what it did before it crashed counts too
         os._exit(EXIT_CRASHED)
-    reports.put(report.as_dict())
+    progress()
 
 
 class Supervisor:
@@ -256,4 +293,4 @@ class Supervisor:
             if "crash" in report:
                 self._last_traceback = str(report["crash"])
                 continue
-            total.add(report)
+            total.add(report.get("progress", {}))

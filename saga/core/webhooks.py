@@ -6,10 +6,13 @@ HTTP framework: check the signature against the provider's secret (before
 anything is stored), parse the body, hand it to the provider's receiver,
 and say what the sender should hear.  A request refused at the door
 (unknown provider, unsigned, mis-signed, replayed too late, malformed) is
-answered 4xx, recorded in ``inbox_refusals`` and changes nothing else.  A
-valid one is answered 2xx only after the inbox row committed; when it could
-not be (the provider could not be asked, the database is away) the answer is
-503, and the sender's retry is safe because the inbox dedupes by event id.
+answered 4xx and changes nothing else; it is counted per hour, provider and
+reason (``inbox_refusal_counts``) and only the newest :data:`REFUSAL_SAMPLE`
+are kept whole (``inbox_refusals``), so what a sender can make the engine
+store is bounded however many requests it sends.  A valid one is answered
+2xx only after the inbox row committed; when it could not be (the provider
+could not be asked, the database is away) the answer is 503,
+and the sender's retry is safe because the inbox dedupes by event id.
 
 Receivers come from the application (``Application.webhooks``: the purchase
 takes its payment provider's events); any inbox route's source is also
@@ -26,15 +29,21 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from saga.core.inbox import Message
 from saga.core.logs import get_logger
-from saga.core.signatures import DEFAULT_TOLERANCE_S, SignatureRefused, check
+from saga.core.signatures import DEFAULT_TOLERANCE_S, SignatureRefused, check, shape
 from saga.exceptions import DatabaseError, InvalidInput, ProviderUnavailable
 
 if TYPE_CHECKING:
+    from saga.core.db import Tx
     from saga.core.sagas import Context
 
 log = get_logger(__name__)
 
 MAX_BODY_BYTES: Final = 256 * 1024
+MAX_HEADER_BYTES: Final = 32 * 1024
+"""The request line and headers together, at most (the server answers 431 past it)."""
+REFUSAL_SAMPLE: Final = 1000
+"""How many refused requests are kept whole; older ones live on only in the hourly counts."""
+UNKNOWN_SOURCE: Final = "(unknown)"
 _EXCERPT_BYTES: Final = 512
 RETRY_AFTER_S: Final = 5
 
@@ -94,6 +103,7 @@ class WebhookDoor:
         secrets: each served provider's secrets (two while one is rotated);
             a provider without a secret is not served.
         tolerance_s: how far a signed timestamp may be from the database's clock.
+        sample: how many refused requests are kept whole (the newest).
 
     """
 
@@ -103,7 +113,10 @@ class WebhookDoor:
         secrets: Mapping[str, tuple[str, ...]],
         *,
         tolerance_s: float = DEFAULT_TOLERANCE_S,
+        sample: int = REFUSAL_SAMPLE,
     ) -> None:
+        if sample < 1:
+            raise InvalidInput(field="sample", problem="must be at least 1")
         receivers = known_receivers(engine)
         unknown = sorted(set(secrets) - set(receivers))
         if unknown:
@@ -120,6 +133,7 @@ class WebhookDoor:
             )
         self.engine = engine
         self.tolerance_s = tolerance_s
+        self.sample = sample
         # An empty secret is no secret (anyone can compute an HMAC with it).
         self.secrets = {name: given for name, given in usable.items() if given}
         self.receivers = {name: receivers[name] for name in self.secrets}
@@ -155,6 +169,8 @@ class WebhookDoor:
         if len(body) > MAX_BODY_BYTES:
             raise _Refused(413, "too_large", f"{len(body)} bytes; at most {MAX_BODY_BYTES}")
         try:
+            # Unsigned or out of shape: refused before the database is asked anything.
+            shape(signature)
             check(
                 self.secrets[provider],
                 body,
@@ -181,6 +197,9 @@ class WebhookDoor:
         log.warning(
             "webhook_refused", provider=provider, reason=refused.reason, detail=refused.detail
         )
+        # A made-up provider name is kept in the sample only: counted by name,
+        # each one would add a row.
+        counted = provider if provider in self.receivers else UNKNOWN_SOURCE
         row = {
             "source": _storable(provider[:100]),
             "reason": refused.reason,
@@ -188,9 +207,15 @@ class WebhookDoor:
             "body_digest": hashlib.sha256(body).hexdigest(),
             "body_excerpt": _storable(body[:_EXCERPT_BYTES].decode("utf-8", "replace")),
             "remote": remote,
+            "keep": self.sample,
         }
+
+        def record(tx: Tx) -> None:
+            tx.run("count_refusal", source=counted, reason=refused.reason, bytes=len(body))
+            tx.run("record_refusal", **row)
+
         try:
-            self.engine.db.transaction(lambda tx: tx.run("record_refusal", **row))
+            self.engine.db.transaction(record)
         except DatabaseError as exc:  # still refused; only the record is missing
             log.error("webhook_refusal_not_recorded", provider=provider, error=exc.message)
         return Answer(refused.status, {"refused": refused.reason, "detail": refused.detail})

@@ -37,6 +37,11 @@ log = get_logger(__name__)
 # The exit code of a worker process that ended itself because a handler hung
 # past its timeout (EX_TEMPFAIL: the supervisor starts a fresh one).
 EXIT_STUCK: Final = 75
+# The counters of a report; a supervisor adds its workers' (or their deltas).
+COUNTERS: Final = (
+    *("claimed", "done", "retried", "dead_lettered", "unknown"),
+    *("lost_leases", "released", "timed_out", "published"),
+)
 
 
 @dataclass(slots=True)
@@ -56,32 +61,12 @@ class WorkerReport:
 
     def as_dict(self) -> dict[str, Any]:
         """The counters as plain data."""
-        return {
-            "claimed": self.claimed,
-            "done": self.done,
-            "retried": self.retried,
-            "dead_lettered": self.dead_lettered,
-            "unknown": self.unknown,
-            "lost_leases": self.lost_leases,
-            "released": self.released,
-            "timed_out": self.timed_out,
-            "published": self.published,
-            "seconds": round(time.monotonic() - self.started_at, 3),
-        }
+        counters: dict[str, Any] = {name: getattr(self, name) for name in COUNTERS}
+        return {**counters, "seconds": round(time.monotonic() - self.started_at, 3)}
 
     def add(self, other: dict[str, Any]) -> None:
         """Add another worker's counters (the supervisor sums its children)."""
-        for name in (
-            "claimed",
-            "done",
-            "retried",
-            "dead_lettered",
-            "unknown",
-            "lost_leases",
-            "released",
-            "timed_out",
-            "published",
-        ):
+        for name in COUNTERS:
             setattr(self, name, getattr(self, name) + int(other.get(name, 0)))
 
 
@@ -98,6 +83,9 @@ class Worker:
         exit_when_stuck: end the process when a handler still runs long after
             its attempt timed out (a supervised worker process is restarted;
             in-process callers leave it ``False``).
+        progress: called after each batch and each timed-out attempt, and with
+            ``True`` just before the worker ends its own process, so that a
+            supervisor hears the counters of a process that will not report.
 
     """
 
@@ -114,6 +102,7 @@ class Worker:
         name: str | None = None,
         pollers: Sequence[Poller] = (),
         exit_when_stuck: bool = False,
+        progress: Callable[[bool], None] | None = None,
     ) -> None:
         if batch < 1 or lease_seconds <= 0 or poll_interval <= 0:
             msg = "batch, lease_seconds and poll_interval must be positive"
@@ -145,6 +134,7 @@ class Worker:
         self._fold = False  # only run()'s loop claims ahead: a stepping caller sees pending jobs
         self._next_due: float | None = None
         self.exit_when_stuck = exit_when_stuck
+        self.progress = progress
         self._stopping = threading.Event()
         self._in_hand: dict[str, Job] = {}
         self._running: dict[str, float] = {}  # job id -> when its handler started
@@ -180,7 +170,9 @@ class Worker:
                         self._database_lost(exc, wait)
                         continue
                     self._unavailable = 0
-                    if claimed + self._poll():
+                    busy = claimed + self._poll()
+                    self._tell()
+                    if busy:
                         continue
                     if burst:
                         break
@@ -193,6 +185,10 @@ class Worker:
             self._fold = False
         self._log.info("worker_stopped", **self.report.as_dict())
         return self.report
+
+    def _tell(self, *, exiting: bool = False) -> None:
+        if self.progress is not None:
+            self.progress(exiting)
 
     def _database_lost(self, exc: DatabaseUnavailable, wait: Callable[[float], None]) -> None:
         """
@@ -218,6 +214,7 @@ class Worker:
             metrics.CLAIM_SECONDS.observe(time.monotonic() - started)
         self._next_due = claimed.next_due_in
         jobs = claimed.jobs
+        self.report.dead_lettered += claimed.dead_lettered
         if jobs:
             self.report.claimed += len(jobs)
             for job in jobs:
@@ -581,11 +578,14 @@ class Worker:
             ]
         for job, started in hung:
             self._time_out(job, now - started)
+        if hung:
+            self._tell()
         if stuck and self.exit_when_stuck:
             # The handler ignores its timeout and holds this process: end it,
             # so that the supervisor starts a fresh one.  Its job was already
             # settled as timed out; nothing it does later can be committed.
             self._log.error("worker_stuck", job_ids=stuck, exit_code=EXIT_STUCK)
+            self._tell(exiting=True)
             os._exit(EXIT_STUCK)
 
     def _time_out(self, job: Job, ran: float) -> None:
@@ -602,9 +602,11 @@ class Worker:
         error = f"timed out: the attempt ran {ran:.1f} s, longer than {kind.timeout_seconds:g} s"
         if kind.last_attempt(job):
             settled = self.queue.fail(job, error=error, error_class="timed_out")
+            self.report.dead_lettered += settled
         else:
             delay = kind.backoff.delay(job.attempt)
             settled = self.queue.retry(job, delay=delay, error=error, error_class="timed_out")
+            self.report.retried += settled
         self._log.warning(
             "job_timed_out",
             job_id=job.id,

@@ -13,7 +13,7 @@ from saga.core import metrics
 from saga.core.logs import get_logger
 from saga.core.operators import Operators
 from saga.core.signatures import SIGNATURE_HEADER
-from saga.core.webhooks import MAX_BODY_BYTES
+from saga.core.webhooks import MAX_BODY_BYTES, MAX_HEADER_BYTES
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -112,12 +112,10 @@ def serve(
         # Refused before it is read, not buffered to disk first (waitress'
         # own limit is 1 GiB); the door refuses anything over its smaller one.
         max_request_body_size=4 * MAX_BODY_BYTES,
+        # Answered 431 past it (waitress' own limit is 256 KiB of headers).
+        max_request_header_size=MAX_HEADER_BYTES,
         **proxy,
     )
-    bound_host, bound_port = _address(server)
-    if ready is not None:
-        ready(bound_host, bound_port)
-    log.info("web_listening", host=bound_host, port=bound_port)
     stopping = threading.Event()
 
     def stop(signum: int, frame: object) -> None:
@@ -125,9 +123,16 @@ def serve(
         stopping.set()
         server.close()
 
+    # Before anyone hears "listening": a stop sent as soon as the line is read
+    # must end the server cleanly, not by the signal's default action.
     previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGTERM, signal.SIGINT)}
     try:
-        server.run()
+        bound_host, bound_port = _address(server)
+        if ready is not None:
+            ready(bound_host, bound_port)
+        log.info("web_listening", host=bound_host, port=bound_port)
+        if not stopping.is_set():
+            server.run()
     except OSError:
         if not stopping.is_set():
             raise  # closed under the loop by stop(); anything else is real

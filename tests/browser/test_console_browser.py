@@ -46,6 +46,12 @@ def require_browser():
     pytest.skip(problem)
 
 
+@pytest.fixture(autouse=True)
+def _browser_first():
+    """Checked before the database and the console: a skip starts nothing, so leaves nothing."""
+    require_browser()
+
+
 @pytest.fixture
 def world(postgres_url):
     """A purchase whose payment outcome is unknown (an open item), a dead letter, two operators."""

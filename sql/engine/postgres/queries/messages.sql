@@ -23,16 +23,39 @@ WHERE source = :source AND event_id = :event_id;
 INSERT INTO inbox_message_conflicts (source, event_id, digest, payload)
 VALUES (:source, :event_id, :digest, CAST(:payload AS jsonb));
 
+-- name: count_refusal
+-- One more refused request in this hour's count (UTC) for its provider and reason.
+INSERT INTO inbox_refusal_counts AS c (hour, source, reason, n, bytes, last_at)
+VALUES (date_trunc('hour', clock_timestamp() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC',
+        :source, :reason, 1, :bytes, clock_timestamp())
+ON CONFLICT (hour, source, reason)
+DO UPDATE SET n = c.n + 1, bytes = c.bytes + excluded.bytes,
+              last_at = greatest(c.last_at, excluded.last_at);
+
 -- name: record_refusal
 -- A request refused at the door (bad signature, malformed body, unknown
--- provider): kept for operators, nothing applied.
-INSERT INTO inbox_refusals (source, reason, detail, body_digest, body_excerpt, remote)
-VALUES (:source, :reason, :detail, :body_digest, :body_excerpt, :remote);
+-- provider), kept whole for operators, nothing applied; then only the newest
+-- :keep are kept (identity values only grow; a gap only keeps fewer).
+WITH added AS (
+    INSERT INTO inbox_refusals (source, reason, detail, body_digest, body_excerpt, remote)
+    VALUES (:source, :reason, :detail, :body_digest, :body_excerpt, :remote)
+    RETURNING id
+)
+DELETE FROM inbox_refusals WHERE id <= (SELECT id FROM added) - CAST(:keep AS bigint);
 
 -- name: list_refusals
 -- The newest refusals first.
 SELECT id, source, reason, detail, body_digest, body_excerpt, remote, received_at
 FROM inbox_refusals ORDER BY id DESC LIMIT :limit;
+
+-- name: list_refusal_counts
+-- Refused requests per hour, provider and reason, over the last :hours hours
+-- (this one included), newest first.
+SELECT hour, source, reason, n, bytes, last_at
+FROM inbox_refusal_counts
+WHERE hour >= date_trunc('hour', clock_timestamp() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+               - make_interval(hours => CAST(:hours AS integer) - 1)
+ORDER BY hour DESC, source, reason;
 
 -- name: messages_of_saga
 -- The messages the inbox matched to one saga, oldest first.

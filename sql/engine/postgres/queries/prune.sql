@@ -80,8 +80,10 @@ RETURNING o.id;
 SELECT count(*) FROM inbox_refusals WHERE received_at < CAST(:cutoff AS timestamptz);
 
 -- name: prune_refusals
--- One batch of them.
-WITH batch AS (
+-- One batch of them; and the hourly counts last added to before the cut-off.
+WITH counts AS (
+    DELETE FROM inbox_refusal_counts WHERE last_at < CAST(:cutoff AS timestamptz)
+), batch AS (
     SELECT id FROM inbox_refusals WHERE received_at < CAST(:cutoff AS timestamptz)
     ORDER BY received_at LIMIT :batch
     FOR UPDATE SKIP LOCKED

@@ -66,11 +66,13 @@ RETURNING id;
 SELECT count(*) FROM inbox_refusals WHERE received_at < :cutoff;
 
 -- name: prune_refusals
--- One batch of them.
+-- statements: 2
+-- One batch of them; and the hourly counts last added to before the cut-off.
 DELETE FROM inbox_refusals
 WHERE id IN (SELECT id FROM inbox_refusals WHERE received_at < :cutoff
              ORDER BY received_at LIMIT :batch)
 RETURNING id;
+DELETE FROM inbox_refusal_counts WHERE last_at < :cutoff;
 
 -- name: count_prunable_sign_ins
 -- Console sign-in attempts last seen before the cut-off and outside the
