@@ -154,15 +154,15 @@ def test_prune_removes_the_counts_past_the_window(shop, client):
 
 
 def test_a_database_from_before_the_counts_upgrades_and_keeps_its_refusals(db_url):
-    """Migration 0014 adds the counts beside the refusals already recorded."""
-    with _engine_migrations_only(db_url, upto=13) as old:
+    """Migration 0013 adds the counts beside the refusals already recorded."""
+    with _engine_migrations_only(db_url, upto=12) as old:
         old.db.transaction(
             lambda tx: tx.execute_sql(
                 "INSERT INTO inbox_refusals (source, reason, detail, body_digest, body_excerpt) "
                 "VALUES ('sandbox', 'unsigned', 'old', 'd', 'e')"
             )
         )
-        assert "0014_refusal_counts" in old.upgrade().applied
+        assert "0013_refusal_counts" in old.upgrade().applied
         door = WebhookDoor(old, {"sandbox": (SECRET,)})
         assert 400 == door.receive("sandbox", b"{}", None).status
         assert 2 == sample_size(old)

@@ -463,7 +463,7 @@ CREATE INDEX sign_in_attempts_by_operator ON sign_in_attempts (operator, last_at
 CREATE INDEX sign_in_attempts_by_address ON sign_in_attempts (address, last_at);
 CREATE INDEX sign_in_attempts_by_time ON sign_in_attempts (last_at);
 
--- Refused requests counted per hour, provider and reason (0014); the
+-- Refused requests counted per hour, provider and reason (0013); the
 -- newest are kept whole in inbox_refusals, trimmed by the door.
 CREATE TABLE inbox_refusal_counts (
     hour     timestamptz NOT NULL,
