@@ -647,3 +647,51 @@ def test_saga_operator_sign_ins_lists_the_attempts(shop, browser, capsys):
     assert 0 == main(["operator", "sign-ins", "--outcome", "refused", "--db", url])
     assert "accepted" not in capsys.readouterr().out
     assert 2 == main(["operator", "sign-ins", "--limit", "0", "--db", url])
+
+
+# -- the queue's columns, the sagas' pages --------------------------------------------
+
+
+def test_the_queue_shows_money_student_age_and_deadline(shop, browser):
+    """Each item: the price against the money held (formatted), who and what, age, deadline."""
+    _, item = unknown_payment(shop)
+    execute(shop, "UPDATE recon_items SET opened_at = :past", past=long_ago(shop))
+    sign_in(browser)
+    page = browser.get("/recon").get_data(as_text=True)
+    assert "student s-1 · intensive js" in page
+    assert "49.00 EUR / 0.00 EUR" in page  # the price; the checker has not seen the charge
+    assert re.search(r">\d+ d \d+ h</td>", page)  # opened long ago, by the database clock
+    assert re.search(r"in \d+ (min|h)", page)  # the deadline is ahead
+    assert item.saga_id[:8] in page
+
+
+def add_purchases(shop, count):
+    shop.catalogue.add("big", seats=count, price="10.00", currency="EUR")
+    return [
+        shop.purchases.start(
+            operation_id=f"op-p{n}", intensive_id="big", student_id=f"s{n}", payment_method="pm_ok"
+        ).purchase.id
+        for n in range(count)
+    ]
+
+
+def test_the_sagas_list_pages_with_a_total(shop, browser, monkeypatch):
+    """A page at a time, newest first, the total counted; next and prev links walk every saga."""
+    monkeypatch.setattr("saga.web.console.SAGAS_PER_PAGE", 2)
+    made = add_purchases(shop, 5)
+    sign_in(browser)
+    seen, path = [], "/sagas?kind=purchase"
+    for _ in range(3):
+        page = browser.get(path).get_data(as_text=True)
+        assert "5 sagas" in page
+        seen += re.findall(r'href="/sagas/([0-9a-f-]{36})"', page)
+        following = re.search(r'rel="next" href="([^"]+)"', page)
+        if following is None:
+            break
+        path = following.group(1).replace("&amp;", "&")
+    assert sorted(made) == sorted(dict.fromkeys(seen))
+    assert "page 3 of 3" in page
+    assert 'rel="prev"' in page
+    assert 'rel="next"' not in page
+    assert "refused: page" in browser.get("/sagas?page=0").get_data(as_text=True)
+    assert "refused: kind" in browser.get("/sagas?kind=nope").get_data(as_text=True)
