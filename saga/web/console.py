@@ -138,6 +138,7 @@ def recon_item(item_id: str) -> str:
         saga=saga,
         history=engine().sagas.history(item.saga_id),
         provider=_provider_answer(item),
+        money=money_of([item.saga_id]).get(item.saga_id),
         outcomes=engine().recon.outcomes,
     )
 
@@ -352,6 +353,7 @@ def saga(saga_id: str) -> str:
         "saga.html",
         instance=instance,
         why=explain(engine().instances, saga_id),
+        money=money_of([saga_id]).get(saga_id),
         events=events,
     )
 
