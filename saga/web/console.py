@@ -61,6 +61,32 @@ def pretty(value: Any) -> str:
     return json.dumps(value, indent=2, sort_keys=True, default=str)
 
 
+@blueprint.app_template_filter("with_amounts")
+def with_amounts(value: Any, money: MoneySummary | None) -> Any:
+    """
+    ``value`` with each ``…_minor`` amount of the saga's currency shown formatted too.
+
+    Evidence and provider answers keep minor units (``4900``); beside the
+    money summary an operator reads ``4900 = 49.00 EUR``.  An amount in a
+    dict naming another currency is left as it is.
+    """
+    if money is None:
+        return value
+    if isinstance(value, list):
+        return [with_amounts(entry, money) for entry in value]
+    if not isinstance(value, dict):
+        return value
+    currency = value.get("currency", money.currency)
+    shown: dict[str, Any] = {}
+    for key, entry in value.items():
+        amount = isinstance(entry, int) and not isinstance(entry, bool)
+        if amount and str(key).endswith("_minor") and currency == money.currency:
+            shown[key] = f"{entry} = {money.format(entry)}"
+        else:
+            shown[key] = with_amounts(entry, money)
+    return shown
+
+
 @blueprint.app_template_filter("age")
 def age(seconds: float) -> str:
     """A duration as people read it: ``45 s``, ``12 min``, ``3 h 05 min``, ``2 d 4 h``."""

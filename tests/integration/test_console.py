@@ -695,3 +695,27 @@ def test_the_sagas_list_pages_with_a_total(shop, browser, monkeypatch):
     assert 'rel="next"' not in page
     assert "refused: page" in browser.get("/sagas?page=0").get_data(as_text=True)
     assert "refused: kind" in browser.get("/sagas?kind=nope").get_data(as_text=True)
+
+
+# -- money, formatted ------------------------------------------------------------------
+
+
+def money_row(page):
+    """The money card's figures, in order: expected, charged, refunded, held, difference."""
+    card = page[page.index('<div class="card money">') :]
+    row = card[card.index("</tr>") : card.index("</table>")]
+    return re.findall(r"(-?\d+\.\d\d [A-Z]{3}|—)", row)
+
+
+def test_the_item_page_sets_the_money_side_by_side_with_the_difference(shop, browser):
+    """Expected against charged and refunded, in EUR; the evidence's 4900 reads 49.00 EUR."""
+    purchase, item = unknown_payment(shop)
+    sign_in(browser)
+    page = browser.get(f"/recon/{item.id}").get_data(as_text=True)
+    assert ["49.00 EUR", "0.00 EUR", "0.00 EUR", "0.00 EUR", "-49.00 EUR"] == money_row(page)
+    assert "4900 = 49.00 EUR" in page
+    assert "&#34;amount_minor&#34;: 4900," not in page
+    resolve(browser, item, "paid")
+    assert "confirmed" == shop.purchases.get(purchase.id).state
+    page = browser.get(f"/sagas/{purchase.id}").get_data(as_text=True)
+    assert ["49.00 EUR", "49.00 EUR", "0.00 EUR", "49.00 EUR", "0.00 EUR"] == money_row(page)
