@@ -119,6 +119,8 @@ class ReconPolicy:
         amount: how an operator's amount of money moved outside the provider
             (``--amount``, the console's field) becomes minor units, from the
             saga (its currency); ``None``: the application takes no amounts.
+        hints: when each outcome fits, shown beside it to operators: by outcome,
+            or by ``"outcome:reason"`` for an item's reason of its own.
 
     """
 
@@ -135,6 +137,14 @@ class ReconPolicy:
     review_seconds: float = 3600.0
     deadline_seconds: float = 24 * 3600.0
     amount: Callable[[SagaRecord, str], int] | None = None
+    hints: Mapping[str, str] = field(default_factory=dict)
+
+    def hint(self, outcome: str, reason: str) -> str:
+        """When ``outcome`` fits an item of ``reason`` (``""`` if the policy does not say)."""
+        found = self.hints.get(f"{outcome}:{reason}") or self.hints.get(outcome)
+        if found is None and outcome == REVIEWED:
+            return "only for review items (evidence put before you, no saga held): you have read it"
+        return found or ""
 
     def next_check(self, attempts: int) -> float:
         """Seconds until the check after ``attempts`` checks (exponential, capped)."""

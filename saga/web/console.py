@@ -165,7 +165,10 @@ def recon_item(item_id: str) -> str:
         history=engine().sagas.history(item.saga_id),
         provider=_provider_answer(item),
         money=money_of([item.saga_id]).get(item.saga_id),
-        outcomes=engine().recon.outcomes,
+        outcomes=[
+            (outcome, engine().recon.policy.hint(outcome, item.reason))
+            for outcome in engine().recon.outcomes
+        ],
     )
 
 

@@ -164,9 +164,8 @@ def test_an_operator_resolves_an_item_from_the_queue_and_the_saga_moves(world, c
     screenshot(chrome, "reconciliation-queue")
     find(chrome, "table a[href^='/recon/']").click()
     screenshot(chrome, "reconciliation-item")
-    from selenium.webdriver.support.ui import Select
-
-    Select(find(chrome, "select[name=outcome]")).select_by_visible_text("paid")
+    assert not chrome.find_elements("css selector", "input[name=outcome]:checked")  # no default
+    find(chrome, "input[name=outcome][value=paid]").click()
     find(chrome, "input[name=reason]").send_keys("the provider shows the charge")
     find(chrome, "form[action$='/resolve'] button").click()
     says(chrome, ".flash", "resolved as paid")

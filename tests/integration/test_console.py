@@ -719,3 +719,44 @@ def test_the_item_page_sets_the_money_side_by_side_with_the_difference(shop, bro
     assert "confirmed" == shop.purchases.get(purchase.id).state
     page = browser.get(f"/sagas/{purchase.id}").get_data(as_text=True)
     assert ["49.00 EUR", "49.00 EUR", "0.00 EUR", "49.00 EUR", "0.00 EUR"] == money_row(page)
+
+
+# -- outcomes: no default, a hint each -------------------------------------------------
+
+
+def test_no_outcome_is_chosen_for_the_operator_and_each_says_when_it_fits(shop, browser):
+    """Radio buttons, none checked; each outcome with its hint for the item's reason."""
+    _, item = unknown_payment(shop)
+    sign_in(browser)
+    page = browser.get(f"/recon/{item.id}").get_data(as_text=True)
+    radios = re.findall(r'<input type="radio" name="outcome" value="(\w+)"[^>]*>', page)
+    assert ["paid", "not_paid", "refund", "refunded", "reviewed"] == radios
+    assert "checked" not in "".join(re.findall(r'<input type="radio"[^>]*>', page))
+    assert '<select name="outcome"' not in page
+    assert "payment_outcome_unknown" in page
+    assert "the provider shows a charge of the price" in page
+    assert "the provider took no money" in page
+    assert "only for review items" in page
+
+
+def test_an_item_of_another_reason_gets_the_hints_of_that_reason(shop):
+    """amount_mismatch: paid does not fit, refund does (the policy's hints by reason)."""
+    policy = shop.recon.policy
+    assert policy.hint("paid", "amount_mismatch").startswith("does not fit")
+    assert policy.hint("refund", "amount_mismatch").startswith("fits")
+    assert policy.hint("paid", "payment_outcome_unknown").startswith("the provider shows")
+
+
+def test_a_decision_without_an_outcome_is_refused_and_changes_nothing(shop, browser):
+    """The form posted with no outcome chosen (no default to fall back on): refused."""
+    purchase, item = unknown_payment(shop)
+    sign_in(browser)
+    token = csrf_of(browser, f"/recon/{item.id}")
+    answer = browser.post(
+        f"/recon/{item.id}/resolve",
+        data={"csrf": token, "version": str(item.version), "reason": "forgot to choose"},
+        follow_redirects=True,
+    )
+    assert "refused: outcome" in answer.get_data(as_text=True)
+    assert "open" == shop.recon.show(item.id)[0].status
+    assert "needs_reconciliation" == shop.purchases.get(purchase.id).state
