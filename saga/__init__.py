@@ -38,6 +38,7 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     from saga.core.jobs import NewJob, enqueue_in
     from saga.core.logs import get_logger
     from saga.core.metrics import record_provider_call
+    from saga.core.money import MoneySummary, Movement
     from saga.core.netfault import Outage
     from saga.core.outbox import Emit, Event
     from saga.core.pollers import Poller
@@ -132,6 +133,8 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Lazy": ("saga.core.app", "Lazy"),
     "Machine": ("state_machine", "Machine"),
     "Message": ("saga.core.inbox", "Message"),
+    "MoneySummary": ("saga.core.money", "MoneySummary"),
+    "Movement": ("saga.core.money", "Movement"),
     "NewJob": ("saga.core.jobs", "NewJob"),
     "OPERATOR": ("state_machine", "OPERATOR"),
     "Observation": ("saga.core.recon", "Observation"),
@@ -249,6 +252,8 @@ __all__ = [
     "Lazy",
     "Machine",
     "Message",
+    "MoneySummary",
+    "Movement",
     "NewJob",
     "Observation",
     "Outage",

@@ -16,6 +16,7 @@ from saga.cli.common import (
     open_engine,
     whole,
 )
+from saga.cli.money import print_money, summary_of
 from saga.codec import iso
 from saga.exceptions import InvalidInput
 
@@ -241,10 +242,13 @@ def _recon_list(args: argparse.Namespace, out: Output) -> int:
 def _recon_show(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args, create=False) as engine:
         item, events = engine.recon.show(args.id)
+        money = summary_of(engine, item.saga_id)
     if out.as_json:
-        out.json({**item.to_json(), "events": events})
+        shown = None if money is None else money.to_json()
+        out.json({**item.to_json(), "money": shown, "events": events})
         return EXIT_OK
     _describe(out, item)
+    print_money(out, money)
     out.line("events:")
     for entry in events:
         out.line(f"  {entry['at']}  {entry['actor']:<22} {entry['action']:<16} {entry['detail']}")

@@ -13,6 +13,7 @@ from saga.cli.common import (
     open_engine,
     whole,
 )
+from saga.cli.money import print_money, summary_of
 from saga.codec import iso
 from state_machine.purchase import PURCHASE
 from steps import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS
@@ -118,8 +119,9 @@ def _start(args: argparse.Namespace, out: Output) -> int:
 def _show(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args, create=False) as engine:
         purchase = engine.purchases.get(args.id)
+        money = summary_of(engine, purchase.id)
     if out.as_json:
-        out.json(purchase.to_json())
+        out.json({**purchase.to_json(), "money": None if money is None else money.to_json()})
         return EXIT_OK
     out.line(f"purchase {purchase.id}")
     for label, value in (
@@ -141,6 +143,7 @@ def _show(args: argparse.Namespace, out: Output) -> int:
         ("reconciliation", _item_line(purchase)),
     ):
         out.line(f"  {label + ':':<16}{'-' if value is None else value}")
+    print_money(out, money)
     out.line("history:")
     out.table(
         ("  AT", "FROM", "TO", "EVENT", "ACTOR", "CAUSE"),

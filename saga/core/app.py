@@ -22,13 +22,14 @@ import inspect
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
 from saga.core.handlers import Handlers, JobKind
+from saga.core.money import MoneySummary, no_money
 from saga.core.recon import ReconHook, ReconPolicy
 from saga.core.sagas import Context, Registry, SagaType
 from saga.core.sqlfiles import DIALECTS, ENGINE
@@ -63,6 +64,7 @@ FiguresFactory = Callable[[Context], Mapping[str, Any]]
 SubscribersFactory = Callable[[Context], Mapping[str, Iterable[Callable[[Any], object]]]]
 WebhooksFactory = Callable[[Context], Mapping[str, "Receiver"]]
 MessagesOf = Callable[[Context, str], Iterable[Mapping[str, Any]]]
+MoneyOf = Callable[[Context, Sequence[str]], Mapping[str, MoneySummary]]
 
 
 def _no_messages(engine: Context, saga_id: str) -> tuple[()]:
@@ -117,6 +119,10 @@ class Application:
         messages: the messages its own inbox matched to one saga (``source``,
             ``event_id``, ``type``, ``outcome``, ``detail``, ``received_at``),
             shown with the engine's inbox's in the console's timeline.
+        money: for some saga ids, each one's money (:class:`~saga.MoneySummary`:
+            expected, charged, refunded, money moved outside the provider, and
+            who or what it is about), shown by the console's queue, item and
+            saga pages and by ``saga recon show``; sagas it leaves out hold none.
 
     """
 
@@ -134,6 +140,7 @@ class Application:
     consumers: tuple[Consumer, ...] = ()
     webhooks: WebhooksFactory = _no_services
     messages: MessagesOf = _no_messages
+    money: MoneyOf = no_money
 
     def recon_policies(self) -> dict[str, ReconPolicy]:
         """

@@ -126,7 +126,16 @@ class Checker(Generic[Seen]):
         verdict = self.decide(tx, item, seen)
         observation = dict(verdict.observation)
         if verdict.outcome is not None and not verdict.escalate:
-            tx.run("set_recon_evidence", id=item.id, evidence=record_observation(item, observation))
+            # The look that settles the item is an attempt too: an item settled
+            # on the first look reads 1/N, not 0/N.
+            counted = tx.run(
+                "record_settling_check",
+                id=item.id,
+                version=item.version,
+                evidence=record_observation(item, observation),
+            )
+            if counted != 1:  # pragma: no cover - the row is locked above
+                return {"discarded": True}
             fire_in(
                 tx,
                 self.registry,
@@ -143,7 +152,7 @@ class Checker(Generic[Seen]):
                 cause=f"automatic check: {verdict.reading}",
                 origin=RECONCILIATION,
             )
-            return {"resolved": verdict.outcome}
+            return {"resolved": verdict.outcome, "attempts": item.attempts + 1}
         attempts = item.attempts + 1
         escalate = verdict.escalate or attempts >= item.max_attempts
         row = tx.one(

@@ -125,6 +125,8 @@ class ReconPolicy:
             the older form, a service named ``judge``, still counts as naming it.
         unchecked: operators' decisions are applied as given, unchecked
             (``saga recon resolve`` says so, and the audit records it).
+        hints: when each outcome fits, shown beside it to operators: by outcome,
+            or by ``"outcome:reason"`` for an item's reason of its own.
 
     An application with several saga kinds gives one policy per kind
     (``Application(recon={"purchase": …, "payout": …})``).
@@ -146,6 +148,14 @@ class ReconPolicy:
     amount: Callable[[SagaRecord, str], int] | None = None
     judge: Callable[[Context], Judge] | None = None
     unchecked: bool = False
+    hints: Mapping[str, str] = field(default_factory=dict)
+
+    def hint(self, outcome: str, reason: str) -> str:
+        """When ``outcome`` fits an item of ``reason`` (``""`` if the policy does not say)."""
+        found = self.hints.get(f"{outcome}:{reason}") or self.hints.get(outcome)
+        if found is None and outcome == REVIEWED:
+            return "only for review items (evidence put before you, no saga held): you have read it"
+        return found or ""
 
     def next_check(self, attempts: int) -> float:
         """Seconds until the check after ``attempts`` checks (exponential, capped)."""

@@ -36,6 +36,7 @@ from saga.purchase.steps import (
     PurchaseSteps,
     hold_expiry_payload,
 )
+from saga.purchase.summary import money_of
 from state_machine.purchase import PURCHASE
 from steps import ObservedProvider
 
@@ -243,4 +244,5 @@ def purchase_app() -> Application:
         consumers=(SALES,),
         webhooks=webhooks,
         messages=messages_of,
+        money=money_of,
     )

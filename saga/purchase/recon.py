@@ -90,6 +90,22 @@ PURCHASE_RECON: Final = ReconPolicy(
     # No automatic check can settle these: a human decides from the start.
     human_reasons=frozenset({"amount_mismatch", "refund_declined"}),
     amount=lambda saga, text: parse_amount(text, str(saga.data["currency"]), field="amount"),
+    hints={
+        "paid": "the provider shows a charge of the price, or the price arrived by bank "
+        "transfer (give its reference): the purchase is confirmed",
+        "paid:amount_mismatch": "does not fit: the charge is not the price; refund it instead",
+        "paid:refund_declined": "does not fit: the item is about a refund",
+        "not_paid": "the provider took no money (a pending payment is cancelled first): "
+        "the seat is released",
+        "not_paid:amount_mismatch": "does not fit: money was taken; refund it instead",
+        "refund": "the provider holds money the purchase must not keep: it is given back",
+        "refund:amount_mismatch": "fits: the provider charged another amount or currency "
+        "than the price; it is given back",
+        "refunded": "a refund item: the provider shows the refund done, or the money went "
+        "back by bank transfer (give its reference)",
+        "refunded:refund_declined": "fits once you gave the money back outside the provider: "
+        "give the transfer's reference",
+    },
 )
 _MONEY_TAKEN: Final = ("paid", "mismatch")
 

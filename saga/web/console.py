@@ -15,9 +15,12 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Blueprint, current_app, flash, g, redirect, render_template, request, url_for
 
+from saga import validation
+from saga.codec import as_utc
 from saga.core.dlq import DeadLetters, Filter
 from saga.core.explain import explain
 from saga.core.recon import Decision
+from saga.core.records import SagaRecord
 from saga.core.stats import activity
 from saga.core.stats import collect as collect_stats
 from saga.exceptions import ConflictError, InvalidInput, NotFound, ProviderUnavailable, SagaError
@@ -25,9 +28,13 @@ from saga.web import guard
 from saga.web.charts import activity_chart
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+    from datetime import datetime
+
     from werkzeug.wrappers import Response
 
     from saga.core.engine import Engine
+    from saga.core.money import MoneySummary
 
 blueprint = Blueprint(
     "console",
@@ -39,6 +46,7 @@ blueprint = Blueprint(
 blueprint.before_app_request(guard.load_session)
 
 _MAX_ROWS = 500
+SAGAS_PER_PAGE = 100
 
 
 def engine() -> Engine:
@@ -51,6 +59,56 @@ def engine() -> Engine:
 def pretty(value: Any) -> str:
     """JSON, indented, for evidence and payloads."""
     return json.dumps(value, indent=2, sort_keys=True, default=str)
+
+
+@blueprint.app_template_filter("with_amounts")
+def with_amounts(value: Any, money: MoneySummary | None) -> Any:
+    """
+    ``value`` with each ``…_minor`` amount of the saga's currency shown formatted too.
+
+    Evidence and provider answers keep minor units (``4900``); beside the
+    money summary an operator reads ``4900 = 49.00 EUR``.  An amount in a
+    dict naming another currency is left as it is.
+    """
+    if money is None:
+        return value
+    if isinstance(value, list):
+        return [with_amounts(entry, money) for entry in value]
+    if not isinstance(value, dict):
+        return value
+    currency = value.get("currency", money.currency)
+    shown: dict[str, Any] = {}
+    for key, entry in value.items():
+        amount = isinstance(entry, int) and not isinstance(entry, bool)
+        if amount and str(key).endswith("_minor") and currency == money.currency:
+            shown[key] = f"{entry} = {money.format(entry)}"
+        else:
+            shown[key] = with_amounts(entry, money)
+    return shown
+
+
+@blueprint.app_template_filter("age")
+def age(seconds: float) -> str:
+    """A duration as people read it: ``45 s``, ``12 min``, ``3 h 05 min``, ``2 d 4 h``."""
+    whole = max(0, int(seconds))
+    if whole < 60:
+        return f"{whole} s"
+    if whole < 3600:
+        return f"{whole // 60} min"
+    if whole < 86400:
+        return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
+    return f"{whole // 86400} d {whole % 86400 // 3600} h"
+
+
+def money_of(saga_ids: list[str]) -> Mapping[str, MoneySummary]:
+    """The application's money summaries of these sagas (none for sagas without money)."""
+    return engine().app.money(engine(), list(dict.fromkeys(saga_ids)))
+
+
+def database_now() -> datetime:
+    """The database clock, for ages and deadlines on a page."""
+    value = engine().db.transaction(lambda tx: tx.scalar("db_now"), write=False)
+    return as_utc(value)
 
 
 # -- overview -------------------------------------------------------------------------
@@ -86,6 +144,8 @@ def recon_list() -> str:
     return render_template(
         "recon_list.html",
         items=items,
+        money=money_of([item.saga_id for item in items]),
+        now=database_now(),
         reasons=reasons,
         filters={"status": status, "owner": owner, "reason": reason, "overdue": overdue},
     )
@@ -104,8 +164,13 @@ def recon_item(item_id: str) -> str:
         saga=saga,
         history=engine().sagas.history(item.saga_id),
         provider=_provider_answer(item, saga.kind),
-        # Each kind has its own policy: this saga's outcomes only.
-        outcomes=engine().recon.outcomes_for(saga.kind),
+        money=money_of([item.saga_id]).get(item.saga_id),
+        # Each kind has its own policy: this saga's outcomes only, each with
+        # when it fits the item's reason.
+        outcomes=[
+            (outcome, engine().recon.policy_for(saga.kind).hint(outcome, item.reason))
+            for outcome in engine().recon.outcomes_for(saga.kind)
+        ],
     )
 
 
@@ -257,26 +322,53 @@ def _rate(text: str | None) -> float | None:
 @blueprint.get("/sagas")
 @guard.signed_in
 def sagas() -> str:
-    """Search by id or operation id; list by kind and state."""
+    """Search by id or operation id; list by kind and state, a page at a time, with the total."""
     query = (request.args.get("q") or "").strip()
     kind = request.args.get("kind") or None
     state = request.args.get("state") or None
+    filters = {"q": query, "kind": kind, "state": state}
+    kinds = sorted(t.machine.name for t in engine().registry)
     if query:
         found = engine().instances.find(query)
         if found is not None:
             return redirect(url_for("console.saga", saga_id=found))  # type: ignore[return-value]
         flash(f"no saga has the id or operation id {query!r}", "error")
     with _refusals():
-        listed = engine().instances.list(kind=kind, state=state, limit=_MAX_ROWS)
+        page = _whole(request.args.get("page"), default=1, field="page")
+        if kind is not None:
+            validation.one_of("kind", kind, kinds)
+        if state is not None:
+            validation.identifier("state", state)
+        listed, total = _saga_page(kind, state, page)
         return render_template(
             "sagas.html",
             sagas=listed,
-            kinds=sorted(t.machine.name for t in engine().registry),
-            filters={"q": query, "kind": kind, "state": state},
+            kinds=kinds,
+            filters=filters,
+            page=page,
+            pages=max(1, -(-total // SAGAS_PER_PAGE)),
+            total=total,
+            per_page=SAGAS_PER_PAGE,
         )
     return render_template(
-        "sagas.html", sagas=[], kinds=[], filters={"q": query, "kind": kind, "state": state}
+        "sagas.html", sagas=[], kinds=kinds, filters=filters, page=1, pages=1, total=0, per_page=0
     )
+
+
+def _saga_page(kind: str | None, state: str | None, page: int) -> tuple[list[SagaRecord], int]:
+    def read(tx: Any) -> tuple[list[SagaRecord], int]:
+        rows = tx.all(
+            "page_of_sagas",
+            kind=kind,
+            state=state,
+            limit=SAGAS_PER_PAGE,
+            offset=(page - 1) * SAGAS_PER_PAGE,
+        )
+        total = int(tx.scalar("count_sagas", kind=kind, state=state) or 0)
+        return [SagaRecord.from_row(row) for row in rows], total
+
+    result: tuple[list[SagaRecord], int] = engine().db.transaction(read, write=False)
+    return result
 
 
 @blueprint.get("/sagas/<saga_id>")
@@ -292,6 +384,7 @@ def saga(saga_id: str) -> str:
         "saga.html",
         instance=instance,
         why=explain(engine().instances, saga_id),
+        money=money_of([saga_id]).get(saga_id),
         events=events,
     )
 

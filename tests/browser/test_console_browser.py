@@ -170,9 +170,8 @@ def test_an_operator_resolves_an_item_from_the_queue_and_the_saga_moves(world, c
     screenshot(chrome, "reconciliation-queue")
     find(chrome, "table a[href^='/recon/']").click()
     screenshot(chrome, "reconciliation-item")
-    from selenium.webdriver.support.ui import Select
-
-    Select(find(chrome, "select[name=outcome]")).select_by_visible_text("paid")
+    assert not chrome.find_elements("css selector", "input[name=outcome]:checked")  # no default
+    find(chrome, "input[name=outcome][value=paid]").click()
     find(chrome, "input[name=reason]").send_keys("the provider shows the charge")
     find(chrome, "form[action$='/resolve'] button").click()
     says(chrome, ".flash", "resolved as paid")
@@ -250,3 +249,44 @@ def test_the_sagas_page_finds_a_saga_by_operation_id(world, console, chrome):
     shows(chrome, "Why it is here")
     with contextlib.suppress(Exception):
         screenshot(chrome, "saga-explained")
+
+
+def test_a_sagas_events_in_and_out_do_not_overlap_at_1280_px(world, console, chrome):
+    """Side by side at 1280 px with long ids and times: the two tables' boxes never intersect."""
+    from saga.purchase.inbox import ProviderEvent
+
+    purchase = next(p for p in world.purchases.list() if p.payment_method == "pm_ok")
+    world.inbox.deliver(
+        ProviderEvent(
+            event_id="evt_" + "a-very-long-provider-event-identifier-" * 2,
+            type="payment.succeeded",
+            payment_id=purchase.payment["payment_id"],
+            amount_minor=4900,
+            currency="EUR",
+        ),
+        source="sandbox",
+    )
+    chrome.set_window_size(1280, 1000)
+    sign_in(chrome, console)
+    chrome.get(f"{console}/sagas/{purchase.id}")
+    find(chrome, "#events-out table")
+    screenshot(chrome, "saga-events")
+    boxes = chrome.execute_script(
+        """
+        const box = (el) => { const r = el.getBoundingClientRect();
+                              return [r.left, r.top, r.right, r.bottom]; };
+        return ['#events-in', '#events-out'].map((id) => ({
+          part: box(document.querySelector(id)),
+          table: box(document.querySelector(id + ' table')),
+        }));
+        """
+    )
+    inbound, outbound = boxes
+
+    def apart(a, b):
+        return a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1]
+
+    assert apart(inbound["table"], outbound["table"]), boxes
+    assert apart(inbound["part"], outbound["part"]), boxes
+    for side in boxes:  # each table fits its column: nothing runs under the neighbour
+        assert side["table"][2] <= side["part"][2] + 1, boxes

@@ -117,6 +117,13 @@ SELECT count(*) AS open,
        count(*) FILTER (WHERE kind = 'review') AS review
 FROM recon_items WHERE status = 'open';
 
+-- name: record_settling_check
+-- An automatic check that settles the item: its evidence, and the look
+-- counted as an attempt.  The version stays: the outcome event fired next,
+-- in the same transaction, resolves the item at that version.
+UPDATE recon_items SET evidence = CAST(:evidence AS jsonb), attempts = attempts + 1
+WHERE id = :id AND status = 'open' AND version = :version;
+
 -- name: set_recon_evidence
 -- Add what a check saw to an item that is about to be resolved.
 UPDATE recon_items SET evidence = CAST(:evidence AS jsonb) WHERE id = :id AND status = 'open';

@@ -144,3 +144,18 @@ VALUES (:saga_id, :event, :origin, :actor, :cause, :why, :payload);
 -- The events refused for one saga, oldest first.
 SELECT event, origin, actor, cause, why, at FROM event_refusals
 WHERE saga_id = :saga_id ORDER BY id;
+
+-- name: page_of_sagas
+-- One page of the console's saga list, newest first (the order of sagas_newest).
+SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
+       created_at, entered_at, updated_at
+FROM sagas
+WHERE (:kind IS NULL OR kind = :kind) AND (:state IS NULL OR state = :state)
+ORDER BY created_at DESC, id DESC
+LIMIT :limit OFFSET :offset;
+
+-- name: count_sagas
+-- How many sagas, of one kind and one state if given, from the kept counts
+-- (stat_counts, written with every saga): no scan of the history.
+SELECT coalesce(sum(n), 0) FROM stat_counts
+WHERE metric = 'sagas' AND (:kind IS NULL OR key1 = :kind) AND (:state IS NULL OR key2 = :state);
