@@ -16,8 +16,8 @@ import pytest
 from saga import Engine
 from saga.cli import main
 from saga.core.operators import Operators
+from saga.examples.approvals import app as approval_app
 from saga.web import create_app
-from tests.approval_app import app as approval_app
 from tests.integration.test_console import PASSWORD, sign_in
 from tests.purchases import cli_json, settle
 

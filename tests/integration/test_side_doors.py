@@ -25,9 +25,10 @@ from saga import (
 )
 from saga.cli import main
 from saga.core.inbox import Inbox
+from saga.examples import enrollment as enrollment_app
 from saga.exceptions import ApplicationError, EventRefused, InvalidInput
 from saga.web import create_app
-from tests import enrollment_app, recon_kinds_app
+from tests import recon_kinds_app
 from tests.helpers import count_rows, dump
 from tests.purchases import cli_json
 
