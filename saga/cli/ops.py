@@ -174,7 +174,7 @@ def _deliver(args: argparse.Namespace, out: Output) -> int:
         refund_id=args.refund,
     )
     with open_engine(args) as engine:
-        delivery = engine.inbox.deliver(event, source="cli")
+        delivery = engine.services.inbox.deliver(event, source="cli")
     if out.as_json:
         out.json(delivery.to_json())
     elif delivery.conflict:
@@ -331,7 +331,7 @@ def _ledger(args: argparse.Namespace, out: Output) -> int:
     from saga.purchase.money import format_minor
 
     with open_engine(args, create=False) as engine:
-        ledger = engine.sandbox.ledger()
+        ledger = engine.services.sandbox.ledger()
     charges = [
         {
             "payment_id": c["payment_id"],

@@ -5,7 +5,8 @@ An application declares its saga kinds (a :class:`~saga.Registry` of
 machines with their hooks and the job kinds running their actions), the job
 kinds of its own (checks, cancellations, anything queued by its code), what
 workers poll besides the queue, its invariants for ``saga verify``, and the
-services its commands use.  Every command loads one with ``--app
+services its commands use, as one object of its own class (``engine.services``,
+typed ``Engine[MyServices]``).  Every command loads one with ``--app
 MODULE:NAME`` (or ``$SAGA_APP``); without it, the purchase application.
 
 :meth:`Application.check` lists every problem at once: an action no job kind
@@ -26,7 +27,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Generic
+
+from typing_extensions import TypeVar
 
 from saga.core.handlers import Handlers, JobKind
 from saga.core.money import MoneySummary, no_money
@@ -48,23 +51,18 @@ APP_ENV: Final = "SAGA_APP"
 # Loaded by name, like any user's application: the core imports no application.
 DEFAULT_APP: Final = "saga.purchase.app:purchase_app"
 
+# The class of an application's services (``Application[MyServices]``).
+S = TypeVar("S", default=Any)
 
-@dataclass(frozen=True, slots=True)
-class Lazy:
-    """A service computed on each access (``engine.sandbox`` opens only when asked for)."""
-
-    get: Callable[[], Any]
-
-
-JobsFactory = Callable[[Context], Iterable[JobKind]]
-PollersFactory = Callable[[Context], Iterable["Poller"]]
-InvariantsFactory = Callable[[Context], Iterable["Invariant"]]
-ServicesFactory = Callable[[Context], Mapping[str, Any]]
-FiguresFactory = Callable[[Context], Mapping[str, Any]]
-SubscribersFactory = Callable[[Context], Mapping[str, Iterable[Callable[[Any], object]]]]
-WebhooksFactory = Callable[[Context], Mapping[str, "Receiver"]]
-MessagesOf = Callable[[Context, str], Iterable[Mapping[str, Any]]]
-MoneyOf = Callable[[Context, Sequence[str]], Mapping[str, MoneySummary]]
+JobsFactory = Callable[[Context[S]], Iterable[JobKind]]
+PollersFactory = Callable[[Context[S]], Iterable["Poller"]]
+InvariantsFactory = Callable[[Context[S]], Iterable["Invariant"]]
+ServicesFactory = Callable[[Context], S]
+FiguresFactory = Callable[[Context[S]], Mapping[str, Any]]
+SubscribersFactory = Callable[[Context[S]], Mapping[str, Iterable[Callable[[Any], object]]]]
+WebhooksFactory = Callable[[Context[S]], Mapping[str, "Receiver"]]
+MessagesOf = Callable[[Context[S], str], Iterable[Mapping[str, Any]]]
+MoneyOf = Callable[[Context[S], Sequence[str]], Mapping[str, MoneySummary]]
 
 
 def _no_messages(engine: Context, saga_id: str) -> tuple[()]:
@@ -77,15 +75,23 @@ def _nothing(engine: Context) -> tuple[()]:
     return ()
 
 
-def _no_services(engine: Context) -> dict[str, Any]:
+def _no_services(engine: Context) -> Any:
+    del engine
+
+
+def _no_figures(engine: Context) -> dict[str, Any]:
     del engine
     return {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Application:
+class Application(Generic[S]):
     """
     What an application brings to the engine.
+
+    Generic in the class of its services: ``Application(services=Shop)``
+    is an ``Application[Shop]``, run by an ``Engine[Shop]`` whose
+    ``engine.services`` is a ``Shop``; its factories take a ``Context[Shop]``.
 
     Args:
         name: shown in logs and ``saga stats``.
@@ -101,11 +107,12 @@ class Application:
             kind whose machine has the policy's state), or one per saga kind
             (``{"purchase": …, "payout": …}``): the state meaning "outcome
             unknown", the operators' outcomes and their events, the checker's
-            job kind, the judge.  The engine wires each kind's
-            :class:`~saga.ReconHook` itself.
-        services: named objects its commands and users reach as attributes of
-            the engine (``engine.purchases``); a :class:`Lazy` one is computed
-            on each access.
+            job kind, the judge (``ReconPolicy(judge=…)``).  The engine wires
+            each kind's :class:`~saga.ReconHook` itself.
+        services: builds, once for an engine, the object of its own class its
+            commands and users reach as ``engine.services`` (the purchase's
+            ``engine.services.purchases``); typed by the class it returns.
+            An object with a ``close()`` is closed with the engine.
         sql: its tables and named queries (:class:`~saga.SqlComponent`): its
             migrations are applied by ``saga db upgrade`` after the engine's, and
             its queries run in the engine's transactions (``tx.all("my_query")``).
@@ -128,19 +135,19 @@ class Application:
 
     name: str
     registry: Registry = field(default_factory=Registry)
-    jobs: JobsFactory = _nothing
-    pollers: PollersFactory = _nothing
-    invariants: InvariantsFactory = _nothing
-    services: ServicesFactory = _no_services
+    jobs: JobsFactory[S] = _nothing
+    pollers: PollersFactory[S] = _nothing
+    invariants: InvariantsFactory[S] = _nothing
+    services: ServicesFactory[S] = _no_services
     recon: ReconPolicy | Mapping[str, ReconPolicy] = field(default_factory=ReconPolicy)
     routes: tuple[Route, ...] = ()
-    figures: FiguresFactory = _no_services
+    figures: FiguresFactory[S] = _no_figures
     sql: SqlComponent | None = None
-    subscribers: SubscribersFactory = _no_services
+    subscribers: SubscribersFactory[S] = _no_figures
     consumers: tuple[Consumer, ...] = ()
-    webhooks: WebhooksFactory = _no_services
-    messages: MessagesOf = _no_messages
-    money: MoneyOf = no_money
+    webhooks: WebhooksFactory[S] = _no_figures
+    messages: MessagesOf[S] = _no_messages
+    money: MoneyOf[S] = no_money
 
     def recon_policies(self) -> dict[str, ReconPolicy]:
         """
@@ -212,7 +219,7 @@ class Application:
         found += self.sql_problems()
         names = [consumer.name for consumer in self.consumers]
         found += sorted({f"consumer {n!r} is declared twice" for n in names if names.count(n) > 1})
-        found += self._recon_problems(engine)
+        found += self._recon_problems()
         found += self._route_origin_problems()
         for saga_type in self.registry:
             machine = saga_type.machine
@@ -241,14 +248,13 @@ class Application:
             found += _over_ceiling(saga_type.max_attempts, kinds, actions)
         return found
 
-    def _recon_problems(self, engine: Context) -> list[str]:
+    def _recon_problems(self) -> list[str]:
         if isinstance(self.recon, ReconPolicy):
             policies = {"": self.recon} if self.recon.outcomes else {}
         else:
             policies = dict(self.recon)
         found = _unknown_kinds(policies, self.registry)
         wired = self.recon_policies()
-        has_judge = getattr(engine, "judge", None) is not None
         for kind, policy in policies.items():
             machines = [t.machine for t in self.registry if t.machine.name == kind or not kind]
             if kind and machines and not all(m.has_state(policy.state) for m in machines):
@@ -269,7 +275,7 @@ class Application:
                 for m in machines
                 if (origins := m.origins(event)) is not None and RECONCILIATION not in origins
             ]
-            found += _judge_problems(where, policy, has_judge=has_judge)
+            found += _judge_problems(where, policy)
         for saga_type in self.registry:
             name = saga_type.machine.name
             for hook in saga_type.hooks:
@@ -344,11 +350,11 @@ class Application:
         for saga_type in self.registry:
             saga_type.learn_attempts(kinds)
 
-    def with_jobs(self, extra: JobsFactory) -> Application:
+    def with_jobs(self, extra: JobsFactory[S]) -> Application[S]:
         """The same application with more job kinds (``--app`` naming a job factory)."""
         own = self.jobs
 
-        def both(engine: Context) -> list[JobKind]:
+        def both(engine: Context[S]) -> list[JobKind]:
             return [*own(engine), *extra(engine)]
 
         return dataclasses.replace(self, jobs=both)
@@ -374,12 +380,12 @@ def _unknown_kinds(policies: Mapping[str, ReconPolicy], registry: Registry) -> l
     ]
 
 
-def _judge_problems(where: str, policy: ReconPolicy, *, has_judge: bool) -> list[str]:
+def _judge_problems(where: str, policy: ReconPolicy) -> list[str]:
     if not policy.outcomes:
         return []
     if policy.judge is not None and policy.unchecked:
         return [f"{where}: names a judge and says unchecked=True; choose one"]
-    if policy.judge is None and not policy.unchecked and not has_judge:
+    if policy.judge is None and not policy.unchecked:
         return [
             f"{where}: operators' outcomes ({', '.join(policy.outcomes)}) but no judge: "
             "name one (ReconPolicy(judge=…)) or say ReconPolicy(unchecked=True) to apply "

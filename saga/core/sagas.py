@@ -14,7 +14,9 @@ import functools
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from typing_extensions import TypeVar
 
 from saga.codec import digest, dump_json
 from saga.core import metrics
@@ -37,8 +39,10 @@ from state_machine import ORIGINS, PREVIOUS_STATE, RECONCILIATION, STEP
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
 
+    from saga.core.app import Application
     from saga.core.db import Database, Tx
     from saga.core.handlers import JobKind, Step
+    from saga.core.inbox import Inbox
     from saga.core.outbox import Emit
     from state_machine import Machine, State, Transition
 
@@ -63,13 +67,19 @@ class SagaHook(Protocol):
         """Call after the compare-and-set moved the saga from ``before`` to ``after``."""
 
 
-class Context(Protocol):
+# The type of an application's services (its own class); unsaid, ``Any``: the
+# core never looks inside them, an application's code names its own.
+Services_co = TypeVar("Services_co", covariant=True, default=Any)
+
+
+class Context(Protocol[Services_co]):
     """
     What an application's parts are built with: the engine, seen narrowly.
 
-    The database, the saga kinds and the runtime over them, the options the
-    engine was opened with, and the application's services as attributes.
-    :class:`~saga.Engine` is one.
+    The database, the saga kinds and the runtime over them, the inbox, the
+    options the engine was opened with, and the application's services:
+    the object its ``services`` factory built, of its own class
+    (``Context[MyServices]``).  :class:`~saga.Engine` is one.
     """
 
     db: Database
@@ -78,8 +88,17 @@ class Context(Protocol):
     options: dict[str, Any]
     create: bool
 
-    def __getattr__(self, name: str) -> Any:
-        """An application service, by name."""
+    @property
+    def app(self) -> Application[Any]:
+        """The application the engine runs."""
+
+    @property
+    def messages(self) -> Inbox:
+        """The engine's inbox (``messages.deliver``)."""
+
+    @property
+    def services(self) -> Services_co:
+        """The application's services, built once for the engine."""
 
 
 T = TypeVar("T")

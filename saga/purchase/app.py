@@ -5,18 +5,20 @@ It brings the purchase saga with its hooks (seats, reconciliation items,
 late payment checks, expiry answers) and the steps running its actions; job
 kinds of its own (payment checks, the reconciliation checker); the sandbox
 provider's webhooks for the workers to deliver; its invariants; and the
-services its commands use (``engine.catalogue``, ``engine.purchases``,
-``engine.inbox``, ``engine.payments`` with the provider).
+services its commands use, one :class:`PurchaseServices` reached as
+``engine.services`` (``engine.services.catalogue``, ``.purchases``,
+``.inbox``, ``.payments`` with the provider).
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from saga import (
     Application,
-    Lazy,
+    Context,
+    Engine,
     ReconHook,
     Registry,
     SqlComponent,
@@ -28,7 +30,7 @@ from saga.purchase.catalogue import Catalogue
 from saga.purchase.events import PURCHASE_EVENTS, SALES
 from saga.purchase.inbox import Inbox, messages_of
 from saga.purchase.purchases import Purchases, SeatHook
-from saga.purchase.recon import PURCHASE_RECON, PaymentJudge, payment_checker
+from saga.purchase.recon import PURCHASE_RECON, payment_checker
 from saga.purchase.steps import (
     AccessHook,
     ExpiryAnswerHook,
@@ -43,7 +45,7 @@ from steps import ObservedProvider
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from saga import Context, Invariant, JobKind, Poller, SagaRecord
+    from saga import Invariant, JobKind, Poller, SagaRecord
     from saga.purchase.sandbox import Sandbox
     from steps import PaymentProvider
 
@@ -62,7 +64,7 @@ _REQUEST_FIELDS: Final = ("intensive_id", "student_id", "payment_method", "hold_
 
 
 def start_purchase(
-    engine: Context, *, operation_id: str, request: Mapping[str, Any], actor: str
+    engine: PurchaseContext, *, operation_id: str, request: Mapping[str, Any], actor: str
 ) -> Started:
     """The purchase's starter: ``saga purchase start``, from a request object."""
     takes = f"a purchase request takes {', '.join(_REQUEST_FIELDS)} (the first two required)"
@@ -73,7 +75,7 @@ def start_purchase(
         if name not in request:
             raise InvalidInput(field="request", problem=f"{name} is missing: {takes}")
     options = {k: request[k] for k in _REQUEST_FIELDS[2:] if k in request}
-    result = engine.purchases.start(
+    result = engine.services.purchases.start(
         operation_id=operation_id,
         intensive_id=request["intensive_id"],
         student_id=request["student_id"],
@@ -149,21 +151,67 @@ class Payments:
             self._sandbox.close()
 
 
-def _payments(engine: Context) -> Payments:
-    payments: Payments = engine.payments
-    return payments
+class PurchaseServices:
+    """
+    The purchase's services, built once for an engine: ``engine.services``.
+
+    The catalogue, the purchases, the provider's inbox, and the payment
+    provider (the one given, else the sandbox, opened on first use).
+    """
+
+    def __init__(self, engine: Context) -> None:
+        self.payments = Payments(
+            engine,
+            sandbox_url=engine.options.get("sandbox_url"),
+            provider=engine.options.get("provider"),
+        )
+        self.catalogue = Catalogue(engine.db)
+        self.purchases = Purchases(engine.db, engine.sagas)
+        self.inbox = Inbox(engine.db, engine.registry, self.payments.provider_getter)
+
+    @property
+    def sandbox(self) -> Sandbox:
+        """The sandbox payment provider, opened on first use."""
+        return self.payments.sandbox
+
+    @property
+    def sandbox_url(self) -> str:
+        """The sandbox provider's database URL."""
+        return self.payments.sandbox_url
+
+    @property
+    def provider(self) -> PaymentProvider:
+        """The payment provider, each call counted."""
+        return self.payments.provider
+
+    def provider_getter(self) -> PaymentProvider:
+        """The payment provider, looked up when needed."""
+        return self.payments.provider
+
+    def close(self) -> None:
+        """Release the sandbox's connections."""
+        self.payments.close()
 
 
-def purchase_app() -> Application:
+# What the purchase's parts are built with, and the engine running it.
+PurchaseContext: TypeAlias = Context[PurchaseServices]
+PurchaseEngine: TypeAlias = Engine[PurchaseServices]
+
+
+def _payments(engine: PurchaseContext) -> Payments:
+    return engine.services.payments
+
+
+def purchase_app() -> Application[PurchaseServices]:
     """The purchase application, with its saga registered afresh."""
     policy = PURCHASE_RECON
     registry = Registry()
 
-    def steps(engine: Context) -> list[JobKind]:
+    def steps(engine: PurchaseContext) -> list[JobKind]:
         kinds = PurchaseSteps(engine.db, engine.registry, _payments(engine).provider_getter)
         return [kind for kind in kinds.kinds() if kind.name not in _OWN_STEPS]
 
-    def own_jobs(engine: Context) -> list[JobKind]:
+    def own_jobs(engine: PurchaseContext) -> list[JobKind]:
         provider = _payments(engine).provider_getter
         kinds = PurchaseSteps(engine.db, engine.registry, provider).kinds()
         return [
@@ -171,10 +219,10 @@ def purchase_app() -> Application:
             payment_checker(engine.db, engine.registry, provider, policy).kind(),
         ]
 
-    def expiry(engine: Context, saga: SagaRecord, event: str) -> dict[str, Any]:
+    def expiry(engine: PurchaseContext, saga: SagaRecord, event: str) -> dict[str, Any]:
         return hold_expiry_payload(engine.db, _payments(engine).provider, saga, event)
 
-    def pollers(engine: Context) -> list[Poller]:
+    def pollers(engine: PurchaseContext) -> list[Poller]:
         from saga.purchase.webhooks import (  # noqa: PLC0415 - only workers poll
             HttpSender,
             SandboxWebhooks,
@@ -185,36 +233,18 @@ def purchase_app() -> Application:
         # $SAGA_SANDBOX_WEBHOOK_URL: sent signed over HTTP, as a real provider does.
         return [SandboxWebhooks(engine, sender=HttpSender.from_env(os.environ))]
 
-    def webhooks(engine: Context) -> Mapping[str, Any]:
+    def webhooks(engine: PurchaseContext) -> Mapping[str, Any]:
         from saga.purchase.webhooks import http_receivers  # noqa: PLC0415 - the web server only
 
         return {} if _payments(engine).custom else http_receivers(engine)
 
-    def invariants(engine: Context) -> list[Invariant]:
+    def invariants(engine: PurchaseContext) -> list[Invariant]:
         from saga.purchase.verify import purchase_invariants  # noqa: PLC0415 - verify only
 
         return purchase_invariants(engine)
 
-    def services(engine: Context) -> dict[str, Any]:
-        payments = Payments(
-            engine,
-            sandbox_url=engine.options.get("sandbox_url"),
-            provider=engine.options.get("provider"),
-        )
-        return {
-            "payments": payments,
-            "sandbox": Lazy(lambda: payments.sandbox),
-            "sandbox_url": Lazy(lambda: payments.sandbox_url),
-            "provider": Lazy(lambda: payments.provider),
-            "provider_getter": payments.provider_getter,
-            "catalogue": Catalogue(engine.db),
-            "purchases": Purchases(engine.db, engine.sagas),
-            "inbox": Inbox(engine.db, engine.registry, payments.provider_getter),
-            "judge": PaymentJudge(engine.db, payments.provider_getter),
-        }
-
-    def figures(engine: Context) -> dict[str, Any]:
-        seats = [i.to_json() for i in engine.catalogue.list(limit=10_000)]
+    def figures(engine: PurchaseContext) -> dict[str, Any]:
+        seats = [i.to_json() for i in engine.services.catalogue.list(limit=10_000)]
         return {"intensives": {i["id"]: i["seats"] for i in seats}}
 
     registry.register(
@@ -237,7 +267,7 @@ def purchase_app() -> Application:
         jobs=own_jobs,
         pollers=pollers,
         invariants=invariants,
-        services=services,
+        services=PurchaseServices,
         recon=policy,
         figures=figures,
         sql=PURCHASE_SQL,

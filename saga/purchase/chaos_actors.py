@@ -95,7 +95,7 @@ class Clients:
                 self._conflict(order)
 
     def _start(self, order: Order, *, student: str | None = None) -> str:
-        result = self.engine.purchases.start(
+        result = self.engine.services.purchases.start(
             operation_id=order.operation_id,
             intensive_id=order.intensive_id,
             student_id=student or order.student_id,
@@ -130,7 +130,9 @@ class Clients:
         while self._cancels and self._cancels[0][0] <= now:
             _, purchase_id = heapq.heappop(self._cancels)
             try:
-                self.engine.purchases.cancel(purchase_id, reason="changed plans", actor="student")
+                self.engine.services.purchases.cancel(
+                    purchase_id, reason="changed plans", actor="student"
+                )
             except ConflictError:
                 self.counts["cancel_too_late"] += 1  # already past the point of cancelling
             except DatabaseError:
@@ -309,7 +311,7 @@ class Weather:
         done = 0
         for event in chosen:
             try:
-                self.engine.inbox.deliver(event, source="sandbox")
+                self.engine.services.inbox.deliver(event, source="sandbox")
             except (ProviderUnavailable, DatabaseError):
                 continue
             done += 1
