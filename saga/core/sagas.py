@@ -39,10 +39,8 @@ from state_machine import ORIGINS, PREVIOUS_STATE, RECONCILIATION, STEP
 if TYPE_CHECKING:
     from collections.abc import Iterable, Iterator, Sequence
 
-    from saga.core.app import Application
     from saga.core.db import Database, Tx
     from saga.core.handlers import JobKind, Step
-    from saga.core.inbox import Inbox
     from saga.core.outbox import Emit
     from state_machine import Machine, State, Transition
 
@@ -76,8 +74,8 @@ class Context(Protocol[Services_co]):
     """
     What an application's parts are built with: the engine, seen narrowly.
 
-    The database, the saga kinds and the runtime over them, the inbox, the
-    options the engine was opened with, and the application's services:
+    The database, the saga kinds and the runtime over them, the options the
+    engine was opened with, and the application's services:
     the object its ``services`` factory built, of its own class
     (``Context[MyServices]``).  :class:`~saga.Engine` is one.
     """
@@ -87,14 +85,6 @@ class Context(Protocol[Services_co]):
     sagas: Sagas
     options: dict[str, Any]
     create: bool
-
-    @property
-    def app(self) -> Application[Any]:
-        """The application the engine runs."""
-
-    @property
-    def messages(self) -> Inbox:
-        """The engine's inbox (``messages.deliver``)."""
 
     @property
     def services(self) -> Services_co:

@@ -5,32 +5,24 @@ It brings the purchase saga with its hooks (seats, reconciliation items,
 late payment checks, expiry answers) and the steps running its actions; job
 kinds of its own (payment checks, the reconciliation checker); the sandbox
 provider's webhooks for the workers to deliver; its invariants; and the
-services its commands use, one :class:`PurchaseServices` reached as
-``engine.services`` (``engine.services.catalogue``, ``.purchases``,
-``.inbox``, ``.payments`` with the provider).
+services its commands use, one
+:class:`~saga.purchase.services.PurchaseServices` reached as ``engine.services``
+(``engine.services.catalogue``, ``.purchases``, ``.inbox``, ``.payments`` with
+the provider).
 """
 
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final
 
-from saga import (
-    Application,
-    Context,
-    Engine,
-    ReconHook,
-    Registry,
-    SqlComponent,
-    Started,
-    record_provider_call,
-)
+from saga import Application, ReconHook, Registry, SqlComponent, Started
 from saga.exceptions import InvalidInput
-from saga.purchase.catalogue import Catalogue
 from saga.purchase.events import PURCHASE_EVENTS, SALES
-from saga.purchase.inbox import Inbox, messages_of
-from saga.purchase.purchases import Purchases, SeatHook
+from saga.purchase.inbox import messages_of
+from saga.purchase.purchases import SeatHook
 from saga.purchase.recon import PURCHASE_RECON, payment_checker
+from saga.purchase.services import Payments, PurchaseContext, PurchaseServices
 from saga.purchase.steps import (
     AccessHook,
     ExpiryAnswerHook,
@@ -40,16 +32,12 @@ from saga.purchase.steps import (
 )
 from saga.purchase.summary import money_of
 from state_machine.purchase import PURCHASE
-from steps import ObservedProvider
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from saga import Invariant, JobKind, Poller, SagaRecord
-    from saga.purchase.sandbox import Sandbox
-    from steps import PaymentProvider
 
-SANDBOX_URL_ENV: Final = "SAGA_SANDBOX_DATABASE_URL"
 # Its tables (catalogue, purchases, money, access, the provider's inbox) and
 # their queries, in sql/purchase/: shipped with the engine, versioned apart.
 PURCHASE_SQL: Final = SqlComponent.bundled("purchase")
@@ -83,119 +71,6 @@ def start_purchase(
         **options,
     )
     return Started(saga=engine.sagas.get(result.purchase.id), created=result.created)
-
-
-class Payments:
-    """
-    The purchase's payment provider: the one given, else the sandbox, opened on first use.
-
-    Args:
-        engine: the engine whose database the sandbox's location derives from.
-        sandbox_url: the sandbox's own database (default ``$SAGA_SANDBOX_DATABASE_URL``,
-            else derived from the engine's).
-        provider: a real provider to use instead of the sandbox.
-
-    """
-
-    def __init__(
-        self, engine: Context, *, sandbox_url: str | None, provider: PaymentProvider | None
-    ) -> None:
-        self._engine = engine
-        self._sandbox_url = sandbox_url
-        self._provider = provider
-        self._sandbox: Sandbox | None = None
-        self._observed: PaymentProvider | None = None
-
-    @property
-    def custom(self) -> bool:
-        """Whether a provider other than the sandbox was given."""
-        return self._provider is not None
-
-    @property
-    def sandbox_url(self) -> str:
-        """The sandbox provider's database URL."""
-        from saga.purchase.sandbox import sandbox_url_for  # noqa: PLC0415 - the sandbox loads lazily
-
-        return (
-            self._sandbox_url
-            or os.environ.get(SANDBOX_URL_ENV)
-            or sandbox_url_for(self._engine.db.url.render_as_string(hide_password=False))
-        )
-
-    @property
-    def sandbox(self) -> Sandbox:
-        """The sandbox payment provider, opened on first use."""
-        if self._sandbox is None:
-            from saga.purchase.sandbox import Sandbox  # noqa: PLC0415 - opened only when needed
-
-            if not self._engine.create:
-                self._engine.db.require_file()  # the engine's own file is missing: name it
-            self._sandbox = Sandbox(self.sandbox_url, create=self._engine.create)
-        return self._sandbox
-
-    @property
-    def provider(self) -> PaymentProvider:
-        """The payment provider (the one given, else the sandbox), each call counted."""
-        if self._observed is None:
-            chosen = self._provider if self._provider is not None else self.sandbox
-            self._observed = ObservedProvider(chosen, record_provider_call)
-        return self._observed
-
-    def provider_getter(self) -> PaymentProvider:
-        """The payment provider, looked up when needed."""
-        return self.provider
-
-    def close(self) -> None:
-        """Release the sandbox's connections."""
-        if self._sandbox is not None:
-            self._sandbox.close()
-
-
-class PurchaseServices:
-    """
-    The purchase's services, built once for an engine: ``engine.services``.
-
-    The catalogue, the purchases, the provider's inbox, and the payment
-    provider (the one given, else the sandbox, opened on first use).
-    """
-
-    def __init__(self, engine: Context) -> None:
-        self.payments = Payments(
-            engine,
-            sandbox_url=engine.options.get("sandbox_url"),
-            provider=engine.options.get("provider"),
-        )
-        self.catalogue = Catalogue(engine.db)
-        self.purchases = Purchases(engine.db, engine.sagas)
-        self.inbox = Inbox(engine.db, engine.registry, self.payments.provider_getter)
-
-    @property
-    def sandbox(self) -> Sandbox:
-        """The sandbox payment provider, opened on first use."""
-        return self.payments.sandbox
-
-    @property
-    def sandbox_url(self) -> str:
-        """The sandbox provider's database URL."""
-        return self.payments.sandbox_url
-
-    @property
-    def provider(self) -> PaymentProvider:
-        """The payment provider, each call counted."""
-        return self.payments.provider
-
-    def provider_getter(self) -> PaymentProvider:
-        """The payment provider, looked up when needed."""
-        return self.payments.provider
-
-    def close(self) -> None:
-        """Release the sandbox's connections."""
-        self.payments.close()
-
-
-# What the purchase's parts are built with, and the engine running it.
-PurchaseContext: TypeAlias = Context[PurchaseServices]
-PurchaseEngine: TypeAlias = Engine[PurchaseServices]
 
 
 def _payments(engine: PurchaseContext) -> Payments:

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from saga import Change, Database, Registry, SagaRecord, Tx
-    from saga.purchase.app import PurchaseContext
+    from saga.purchase.services import PurchaseContext
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
 # What an automatic check may settle on its own, by subject and reading.

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 
 from saga import Application, Context, Engine, Route, by_saga_id
 from saga.exceptions import ApplicationError
-from saga.purchase.app import PurchaseServices
 from saga.purchase.catalogue import Catalogue
+from saga.purchase.services import PurchaseServices
 from tests import counter_app
 
 
