@@ -388,7 +388,6 @@ class Sagas:
         actor: str,
         cause: str | None = None,
         expected_version: int | None = None,
-        data_update: Mapping[str, Any] | None = None,
         kind: str | None = None,
         origin: str = STEP,
     ) -> Fired:
@@ -426,7 +425,6 @@ class Sagas:
                     actor=actor,
                     cause=cause,
                     expected_version=expected_version,
-                    data_update=data_update,
                     kind=kind,
                     origin=origin,
                 )
@@ -549,7 +547,6 @@ def fire_in(
     actor: str,
     cause: str | None,
     expected_version: int | None = None,
-    data_update: Mapping[str, Any] | None = None,
     kind: str | None = None,
     origin: str = STEP,
 ) -> Fired:
@@ -585,7 +582,7 @@ def fire_in(
     )
     target = machine.state(transition.target)
     # The engine's own key, so that guards can ask where a saga came from.
-    data = {**before.data, **(data_update or {}), PREVIOUS_STATE: before.state}
+    data = {**before.data, PREVIOUS_STATE: before.state}
     deadline = _deadline(target, data)
     # One statement: the compare-and-set, the audit row, the old timers.
     moved = tx.one(

@@ -17,7 +17,7 @@ from saga.core.worker import Worker
 from saga.exceptions import ProviderUnavailable
 from saga.purchase.inbox import ProviderEvent
 from saga.purchase.steps import PurchaseSteps
-from tests.helpers import rows, scalar
+from tests.helpers import rows, saga_jobs, scalar
 from tests.purchases import cli_json, settle
 
 
@@ -299,9 +299,7 @@ def test_a_refused_transition_completes_its_job_instead_of_dead_lettering(shop):
         burst=True
     )  # "paid" is not an event refund_pending takes
     (job_id,) = [
-        j["id"]
-        for j in shop.db.transaction(lambda tx: tx.all("list_saga_jobs", saga_id=purchase.id))
-        if j["kind"] == "purchase.check_payment"
+        j["id"] for j in saga_jobs(shop, purchase.id) if j["kind"] == "purchase.check_payment"
     ]
     assert "done" == Queue(shop.db).get(job_id).state
     assert "refund_pending" == shop.services.purchases.get(purchase.id).state

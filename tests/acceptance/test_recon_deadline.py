@@ -10,7 +10,7 @@ from saga.core.recon import deadline_kind
 from saga.core.verify import verify
 from saga.core.worker import Worker
 from saga.purchase.steps import PurchaseSteps
-from tests.helpers import execute, make_due
+from tests.helpers import execute, make_due, saga_jobs
 from tests.purchases import cli_json
 
 
@@ -73,9 +73,7 @@ def test_an_item_resolved_in_time_forgets_its_deadline(engine, item):
     assert 0 == len(
         [
             j
-            for j in engine.db.transaction(
-                lambda tx: tx.all("list_saga_jobs", saga_id=item.saga_id)
-            )
+            for j in saga_jobs(engine, item.saga_id)
             if j["id"] == f"recon-deadline:{item.id}" and j["state"] == "pending"
         ]
     )
