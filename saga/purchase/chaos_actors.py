@@ -266,7 +266,7 @@ class Weather:
         elif fault.kind == "end_sessions":
             ended = self.engine.db.transaction(
                 lambda tx: tx.scalar(
-                    "testing_terminate_sessions", application_name=self.fleet.application_name
+                    "chaos_terminate_sessions", application_name=self.fleet.application_name
                 )
             )
             self.counts["sessions_terminated"] += int(ended or 0)
