@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Final, Generic
 
 from typing_extensions import TypeVar
 
-from saga.core.handlers import Handlers, JobKind
+from saga.core.handlers import JobKind
 from saga.core.money import MoneySummary, no_money
 from saga.core.recon import ReconHook, ReconPolicy
 from saga.core.sagas import Context, Registry, SagaType
@@ -350,15 +350,6 @@ class Application(Generic[S]):
         for saga_type in self.registry:
             saga_type.learn_attempts(kinds)
 
-    def with_jobs(self, extra: JobsFactory[S]) -> Application[S]:
-        """The same application with more job kinds (``--app`` naming a job factory)."""
-        own = self.jobs
-
-        def both(engine: Context[S]) -> list[JobKind]:
-            return [*own(engine), *extra(engine)]
-
-        return dataclasses.replace(self, jobs=both)
-
 
 def _over_ceiling(ceiling: int | None, kinds: Iterable[JobKind], actions: set[str]) -> list[str]:
     """The kinds running ``actions`` that ask for more attempts than the saga kind's ceiling."""
@@ -404,10 +395,7 @@ def load_app(spec: str | None = None) -> Application:
     The application ``MODULE:NAME`` (default ``$SAGA_APP``, else the purchase).
 
     ``NAME`` is an :class:`Application`, or a function of no arguments
-    returning one; a function of one argument (the engine) returning job kinds
-    (:class:`~saga.core.handlers.Handlers`) adds them to the purchase
-    application, as ``saga worker --app`` did before applications existed.
-    ``MODULE`` is looked up like ``python -m`` does, the working directory
+    returning one.  ``MODULE`` is looked up like ``python -m`` does, the working directory
     included.  Anything else is :class:`~saga.exceptions.InvalidInput` on
     ``app``; an error raised by the user's module or factory is
     :class:`~saga.exceptions.ApplicationLoadFailed`, with its traceback.
@@ -423,9 +411,7 @@ def load_app(spec: str | None = None) -> Application:
         raise InvalidInput(field="app", problem=f"module {module_name!r} has no {attribute!r}")
     if isinstance(found, Application):
         return found
-    required = _required_arguments(spec, found)
-    if required == 1:
-        return default_app().with_jobs(_job_factory(spec, found))
+    _check_factory(spec, found)
     try:
         made = found()
     except Exception as exc:
@@ -471,8 +457,8 @@ def _search_working_directory() -> None:
         sys.path.append(here)
 
 
-def _required_arguments(spec: str, found: object) -> int:
-    """How many arguments ``found`` needs: 0 (an application factory) or 1 (a job factory)."""
+def _check_factory(spec: str, found: object) -> None:
+    """Refuse what is no function of the user's taking no arguments (an application factory)."""
     if isinstance(found, type):
         raise InvalidInput(
             field="app",
@@ -480,36 +466,19 @@ def _required_arguments(spec: str, found: object) -> int:
         )
     if not callable(found):
         raise InvalidInput(field="app", problem=f"{spec!r} is {_describe(found)}, {_NOT_AN_APP}")
-    # Only the user's own Python code: `os:system` or `builtins:print` take one
-    # argument too, and would be called with the engine.
+    # Only the user's own Python code: `builtins:input` would be called too.
     code = found.func if isinstance(found, functools.partial) else found
     if not (inspect.isfunction(code) or inspect.ismethod(code)):
         raise InvalidInput(field="app", problem=f"{spec!r} is {_describe(found)}, {_NOT_AN_APP}")
     parameters = inspect.signature(found).parameters.values()
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     required = [p for p in parameters if p.default is inspect.Parameter.empty]
-    needed = sum(p.kind in positional for p in required)
-    if needed > 1 or any(p.kind is inspect.Parameter.KEYWORD_ONLY for p in required):
+    if any(p.kind in positional or p.kind is inspect.Parameter.KEYWORD_ONLY for p in required):
         raise InvalidInput(
             field="app",
             problem=f"{spec!r} takes {len(required)} arguments: a function returning an "
-            "Application takes none (one returning job kinds takes the engine)",
+            "Application takes none",
         )
-    return needed
-
-
-def _job_factory(spec: str, factory: Callable[[Context], object]) -> JobsFactory:
-    def jobs(engine: Context) -> list[JobKind]:
-        made = factory(engine)
-        kinds = list(made) if isinstance(made, Handlers | list | tuple) else None
-        if kinds is None or not all(isinstance(kind, JobKind) for kind in kinds):
-            raise InvalidInput(
-                field="app",
-                problem=f"{spec!r} returned {_describe(made)}, not an Application or job kinds",
-            )
-        return kinds
-
-    return jobs
 
 
 def _describe(value: object) -> str:

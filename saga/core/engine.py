@@ -118,7 +118,6 @@ class Engine(Generic[S]):
         self.recon = Reconciliation(
             self.db,
             self.registry,
-            None,
             app.recon if isinstance(app.recon, ReconPolicy) else None,
             policies=policies,
             judges=judges,

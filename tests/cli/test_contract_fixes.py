@@ -230,7 +230,9 @@ def test_a_crash_looping_worker_gives_up_with_one_traceback(sqlite_url, capsys, 
     with Engine(sqlite_url, check_schema=False) as setup:
         setup.upgrade()
     monkeypatch.setenv("SAGA_TEST_SUPERVISOR_PID", str(os.getpid()))
-    code, _, err = run(capsys, "worker", "--app", "tests.crashing_app:handlers", "--db", sqlite_url)
+    code, _, err = run(
+        capsys, "worker", "--app", "tests.crashing_app:crash_looping", "--db", sqlite_url
+    )
     assert 1 == code
     assert 1 == err.count("RuntimeError: boom: this worker cannot start")
     assert 1 == err.count("Traceback (most recent call last)")
