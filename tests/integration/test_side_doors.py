@@ -345,6 +345,13 @@ def test_a_policy_for_no_kind_or_no_state_is_refused(db_url):
     assert "its machine has no state 'payout_unknown'" in refused.value.message
 
 
+def test_a_single_policy_whose_state_no_kind_has_is_refused(db_url):
+    policy = dataclasses.replace(enrollment_app.RECON, state="limbo")
+    app = dataclasses.replace(enrollment_app.app, recon=policy)
+    with pytest.raises(ApplicationError, match="no saga kind has its state 'limbo'"):
+        Engine(db_url, app=app, check_schema=False)
+
+
 def test_an_observation_without_to_json_is_refused_when_opened(db_url):
     """The judge's observe says it returns something with no to_json(): refused at open."""
     policy = dataclasses.replace(recon_kinds_app.PAYOUT_RECON, judge=recon_kinds_app.BareJudge)
