@@ -255,6 +255,11 @@ class Application:
                 found.append(
                     f"reconciliation of {kind!r}: its machine has no state {policy.state!r}"
                 )
+            if not kind and not any(m.has_state(policy.state) for m in machines):
+                found.append(
+                    f"reconciliation: no saga kind has its state {policy.state!r} "
+                    "(no item would ever open)"
+                )
             where = f"reconciliation of {kind!r}" if kind else "reconciliation"
             events = {t.event for m in machines for t in m.transitions}
             found += [

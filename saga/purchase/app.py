@@ -11,6 +11,7 @@ services its commands use (``engine.catalogue``, ``engine.purchases``,
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, Final
 
@@ -156,7 +157,11 @@ def _payments(engine: Context) -> Payments:
 
 def purchase_app() -> Application:
     """The purchase application, with its saga registered afresh."""
-    policy = PURCHASE_RECON
+    # Operators' decisions are checked against the provider's fresh answer.
+    policy = dataclasses.replace(
+        PURCHASE_RECON,
+        judge=lambda engine: PaymentJudge(engine.db, _payments(engine).provider_getter),
+    )
     registry = Registry()
 
     def steps(engine: Context) -> list[JobKind]:
@@ -210,7 +215,6 @@ def purchase_app() -> Application:
             "catalogue": Catalogue(engine.db),
             "purchases": Purchases(engine.db, engine.sagas),
             "inbox": Inbox(engine.db, engine.registry, payments.provider_getter),
-            "judge": PaymentJudge(engine.db, payments.provider_getter),
         }
 
     def figures(engine: Context) -> dict[str, Any]:
