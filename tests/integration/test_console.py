@@ -760,3 +760,30 @@ def test_a_decision_without_an_outcome_is_refused_and_changes_nothing(shop, brow
     assert "refused: outcome" in answer.get_data(as_text=True)
     assert "open" == shop.recon.show(item.id)[0].status
     assert "needs_reconciliation" == shop.purchases.get(purchase.id).state
+
+
+def test_concurrent_wrong_passwords_reach_the_check_at_most_the_limit(shop):
+    """Twelve at once (threads, one database): at most the limit are checked, the rest throttled."""
+    import threading
+
+    from saga.core.operators import SignInThrottled, Throttle
+
+    accounts = Operators(shop.db, throttle=Throttle(per_operator=3))
+    outcomes = []
+
+    def attempt(n):
+        try:
+            outcomes.append(accounts.sign_in("ann", f"guess-number-{n}", address="192.0.2.5"))
+        except SignInThrottled:
+            outcomes.append("throttled")
+
+    threads = [threading.Thread(target=attempt, args=(n,)) for n in range(12)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert 12 == len(outcomes)
+    checked = [o for o in outcomes if o != "throttled"]
+    assert 1 <= len(checked) <= 3
+    assert len(checked) == len(attempts_of(shop, "refused"))
+    assert [] == attempts_of(shop, "pending")
