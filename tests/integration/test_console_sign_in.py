@@ -200,3 +200,11 @@ def test_concurrent_wrong_passwords_reach_the_check_at_most_the_limit(shop):
     assert 1 <= len(checked) <= 3
     assert len(checked) == len(attempts_of(shop, "refused"))
     assert [] == attempts_of(shop, "pending")
+
+
+def test_the_audit_keeps_a_bounded_printable_name(shop):
+    """A name typed by anyone: 64 characters at most, a terminal's escape codes made harmless."""
+    accounts = Operators(shop.db)
+    assert accounts.sign_in("\x1b[2J" + "x" * 500, "whatever-password", address="192.0.2.9") is None
+    (attempt,) = accounts.attempts()
+    assert "?[2J" + "x" * 60 == attempt["operator"]
