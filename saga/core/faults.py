@@ -18,12 +18,21 @@ Two modes:
 With ``SAGA_CRASH_REPORT`` naming a directory, the dying process leaves a
 file there naming the point, so a harness can count crashes by point.
 Unset, a crash point costs one dictionary lookup.
+
+The same points can pause instead of kill: ``SAGA_PAUSE_POINTS`` (with
+``SAGA_PAUSE_RATE`` and ``SAGA_PAUSE_SECONDS``) stops the whole process
+there (SIGSTOP, its heartbeat included) for that long, then lets it go on,
+so that it wakes up past its leases at the worst moment and tries to finish
+what it was doing: the fencing must refuse it.  The report file then says
+``pause:<point>``.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import signal
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NoReturn
 
@@ -56,7 +65,8 @@ _die: Callable[[int], NoReturn] = os._exit
 
 
 def crash_point(name: str) -> None:
-    """Die here if the process was told to (see the module's docstring)."""
+    """Die (or pause) here if the process was told to (see the module's docstring)."""
+    _pause_point(name)
     wanted = os.environ.get(_ENV)
     if not wanted:
         return
@@ -78,6 +88,27 @@ def crash_point(name: str) -> None:
     if report:
         Path(report, f"{os.getpid()}.{name}").write_text(name)
     _die(EXIT_CODE)
+
+
+def _pause_point(name: str) -> None:
+    wanted = os.environ.get("SAGA_PAUSE_POINTS")
+    if not wanted or name not in wanted.split(","):
+        return
+    if _draw() >= float(os.environ.get("SAGA_PAUSE_RATE", "0")):
+        return
+    report = os.environ.get("SAGA_CRASH_REPORT")
+    if report:
+        Path(report, f"{os.getpid()}.{time.monotonic_ns()}.pause").write_text(f"pause:{name}")
+    seconds = float(os.environ.get("SAGA_PAUSE_SECONDS", "5"))
+    me = os.getpid()
+    # A child wakes the process up: nothing of a stopped process runs, its timers included.
+    waker = os.fork()
+    if waker == 0:  # pragma: no cover - the child only sleeps and signals
+        time.sleep(seconds)
+        os.kill(me, signal.SIGCONT)
+        os._exit(0)
+    os.kill(me, signal.SIGSTOP)
+    os.waitpid(waker, 0)
 
 
 def _draw() -> float:

@@ -100,7 +100,7 @@ class Clients:
             intensive_id=order.intensive_id,
             student_id=student or order.student_id,
             payment_method=order.method,
-            hold_seconds=self.hold_seconds,
+            hold_seconds=order.hold_seconds or self.hold_seconds,
         )
         return str(result.purchase.id)
 
