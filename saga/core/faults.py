@@ -20,7 +20,8 @@ file there naming the point, so a harness can count crashes by point.
 Unset, a crash point costs one dictionary lookup.
 
 The same points can pause instead of kill: ``SAGA_PAUSE_POINTS`` (with
-``SAGA_PAUSE_RATE`` and ``SAGA_PAUSE_SECONDS``) stops the whole process
+``SAGA_PAUSE_RATE``, or a rate per point as ``refund.after_call@0.3``, and
+``SAGA_PAUSE_SECONDS``) stops the whole process
 there (SIGSTOP, its heartbeat included) for that long, then lets it go on,
 so that it wakes up past its leases at the worst moment and tries to finish
 what it was doing: the fencing must refuse it.  The report file then says
@@ -92,9 +93,13 @@ def crash_point(name: str) -> None:
 
 def _pause_point(name: str) -> None:
     wanted = os.environ.get("SAGA_PAUSE_POINTS")
-    if not wanted or name not in wanted.split(","):
+    if not wanted:
         return
-    if _draw() >= float(os.environ.get("SAGA_PAUSE_RATE", "0")):
+    # "point" pauses at SAGA_PAUSE_RATE, "point@0.3" at a rate of its own.
+    rates = dict(f"{entry}@".split("@")[:2] for entry in wanted.split(","))
+    if name not in rates:
+        return
+    if _draw() >= float(rates[name] or os.environ.get("SAGA_PAUSE_RATE", "0")):
         return
     report = os.environ.get("SAGA_CRASH_REPORT")
     if report:

@@ -38,7 +38,6 @@ from saga import (
 from saga import declare_events_queue as declare_queue
 from saga.exceptions import DatabaseError
 from saga.purchase.chaos_actors import (
-    PAUSE_BEYOND_LEASE_S,
     Clients,
     EventWatcher,
     Operators,
@@ -47,6 +46,7 @@ from saga.purchase.chaos_actors import (
 from saga.purchase.chaos_aimed import (
     APP_SPEC,
     CLOCK_SKEW_S,
+    PAUSE_PAST_LEASE_S,
     PAUSE_POINTS,
     PAUSE_RATE,
     TALLY_KIND,
@@ -249,7 +249,7 @@ def _fleet(
             mutant=options.mutant,
         ),
         pause=(
-            (PAUSE_RATE, PAUSE_POINTS, LEASE_SECONDS + PAUSE_BEYOND_LEASE_S)
+            (PAUSE_RATE, PAUSE_POINTS, LEASE_SECONDS + PAUSE_PAST_LEASE_S)
             if "pause_at_points" in aimed
             else None
         ),

@@ -284,9 +284,10 @@ class Weather:
         """
         Deliver events the inbox already took again (duplicates, late, out of order).
 
-        One in three times, also an event that contradicts the provider (a
-        success for more money than was charged, as a replayed or forged
-        webhook would claim) is delivered, and again at the next redelivery.
+        Each time, also an event that contradicts the provider (a success
+        for more money than was charged, as a replayed or forged webhook
+        would claim) is delivered twice in a row, and again at the next
+        redelivery: the inbox must put it before operators once.
         """
         rows = self.engine.db.transaction(
             lambda tx: tx.all("chaos_delivered_events", limit=200), write=False
@@ -296,14 +297,14 @@ class Weather:
         chosen += self._forged
         self._forged = []
         successes = [e for e in events if e.type == "payment.succeeded"]
-        if successes and self.rng.random() < 1 / 3:
+        if successes:
             model = self.rng.choice(successes)
             forged = dataclasses.replace(
                 model,
                 event_id=f"{model.event_id}_forged",
                 amount_minor=(model.amount_minor or 0) + 100,
             )
-            chosen.append(forged)
+            chosen += [forged, forged]
             self._forged.append(forged)
             self.counts["webhooks_forged"] += 1
         done = 0

@@ -12,7 +12,9 @@ through:
   add to at once, each add reading the count and writing it plus one in one
   transaction; a deadline since creation closes each while the adds go on,
   so its timer races them.  An add the database acknowledged and the count
-  does not hold is a lost update (``tally_adds_lost``); a timer that moved a
+  does not hold is a lost update (``tally_adds_lost``), and an add whose
+  transaction failed half-way on a lock and ran again did not take its lock
+  up front (``writes_rerun_after_lock_errors``); a timer that moved a
   saga at a version other than the one it was set for fired on a decision
   it never saw (``timers_fired_on_another_version``, every kind's timers);
 - **redeliveries** (``redeliver_events``): a consumer with an inbox receives
@@ -71,9 +73,18 @@ TALLY = Machine(
 TALLY_THREADS: Final = 3
 TALLIES_OPEN: Final = 2
 OUTBOX_REFUSAL: Final = "chaos: outbox write refused"
-# A worker pausing itself here wakes up past its lease with work to finish.
-PAUSE_POINTS: Final = ("worker.before_complete", "timer.before_fire")
+# A worker pausing itself here wakes up past its lease with work to finish
+# (the rarer points, where money moved, more often).
+PAUSE_POINTS: Final = (
+    "worker.before_complete",
+    "timer.before_fire@0.05",
+    "request_payment.after_call@0.1",
+    "refund.after_call@0.3",
+)
 PAUSE_RATE: Final = 0.02
+# Just past the lease: another worker may or may not have taken the work over
+# when the paused one wakes, and it tries to finish either way.
+PAUSE_PAST_LEASE_S: Final = 0.4
 # Each worker process's clock is off by up to this much (either way).
 CLOCK_SKEW_S: Final = 6.0
 _VERSION: Final = re.compile(r"of version (\d+)$")
@@ -114,6 +125,7 @@ class Tallies:
         self.seed = seed
         self.rng = random.Random(f"{seed}:tallies")
         self.acked: Counter[str] = Counter()
+        self.reruns = 0
         self.counts: Counter[str] = Counter()
         self.started: list[str] = []
         self._open: list[str] = []
@@ -166,8 +178,11 @@ class Tallies:
 
     def _add(self, saga_id: str) -> None:
         registry = self.engine.registry
+        runs = 0
 
         def add(tx: Tx) -> bool:
+            nonlocal runs
+            runs += 1
             saga = lock_in(tx, saga_id)
             if saga.state != "open":
                 return False
@@ -188,10 +203,21 @@ class Tallies:
         except (DatabaseError, ConflictError):
             self.counts["tally_add_refused"] += 1
             return
+        finally:
+            if runs > 1:
+                # It failed half-way on a lock and ran again: a writer that
+                # takes its lock up front waits instead (BEGIN IMMEDIATE, FOR UPDATE).
+                with self._lock:
+                    self.reruns += 1
         if added:
             with self._lock:
                 self.acked[saga_id] += 1
             self.counts["tally_adds"] += 1
+
+    def rerun(self) -> tuple[int, list[str]]:
+        """Adds whose transaction failed half-way on a lock and ran again."""
+        found = [f"{self.reruns} tally adds ran again after a lock error"] if self.reruns else []
+        return self.reruns, found
 
     def lost(self) -> tuple[int, list[str]]:
         """Adds acknowledged that the tallies' counts do not hold, and where."""
@@ -305,6 +331,7 @@ def aimed_checks(
         ("timers_fired_on_another_version", lambda: timers_on_another_version(engine)),
         ("payments_after_hold", lambda: payments_after_hold(engine)),
         ("tally_adds_lost", None if tallies is None else tallies.lost),
+        ("writes_rerun_after_lock_errors", None if tallies is None else tallies.rerun),
         ("events_applied_twice", None if redeliveries is None else redeliveries.twice),
     ):
         if check is None:
