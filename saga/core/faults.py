@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NoReturn
@@ -106,14 +107,19 @@ def _pause_point(name: str) -> None:
         Path(report, f"{os.getpid()}.{time.monotonic_ns()}.pause").write_text(f"pause:{name}")
     seconds = float(os.environ.get("SAGA_PAUSE_SECONDS", "5"))
     me = os.getpid()
-    # A child wakes the process up: nothing of a stopped process runs, its timers included.
-    waker = os.fork()
-    if waker == 0:  # pragma: no cover - the child only sleeps and signals
-        time.sleep(seconds)
-        os.kill(me, signal.SIGCONT)
-        os._exit(0)
+    # Another process wakes this one up: nothing of a stopped process runs, its
+    # timers included.  Not a fork of this one: a copy of a threaded process
+    # can deadlock before it wakes anyone, and keeps this one's files open.
+    waker = subprocess.Popen(  # noqa: S603 - a fixed program, numbers only
+        ["/bin/sh", "-c", f"sleep {seconds:.3f}; kill -CONT {me:d}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+        start_new_session=True,
+    )
     os.kill(me, signal.SIGSTOP)
-    os.waitpid(waker, 0)
+    waker.wait()
 
 
 def _draw() -> float:
