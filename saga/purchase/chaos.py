@@ -262,7 +262,7 @@ def _loop(
     options: ChaosOptions,
     progress: Callable[[int, int, str], None] | None,
 ) -> None:
-    next_look = next_operator = 0.0
+    next_look = next_operator = next_webhooks = 0.0
     rows: list[Any] = []
     intensives = json.dumps(sorted(run.plan.intensives))
     while True:
@@ -277,6 +277,10 @@ def _loop(
                 run.tallies.keep_open()
             if run.redeliveries is not None:
                 run.redeliveries.tick()
+                if faulty and now >= next_webhooks:
+                    # The provider's side of redelivery: webhooks again, a forged one twice.
+                    run.weather.redeliver_now(3)
+                    next_webhooks = now + 1.0
             next_look = now + 0.25
             waiting = sum(1 for row in rows if row["state"] == "reserved")
             run.clients.accept(max(0, WINDOW - waiting), now)

@@ -30,13 +30,14 @@ from saga.exceptions import (
     ProviderUnavailable,
     SagaError,
 )
+from saga.purchase.chaos_plan import Fault
 from saga.purchase.inbox import ProviderEvent
 
 if TYPE_CHECKING:
     import random
 
     from saga import Engine, Event, Outage, ReconItem, WorkerFleet
-    from saga.purchase.chaos_plan import ChaosPlan, Fault, Order
+    from saga.purchase.chaos_plan import ChaosPlan, Order
 
 log = get_logger(__name__)
 
@@ -244,6 +245,10 @@ class Weather:
         self.fleet.resume_all()
         if self.outage is not None:
             self.outage.up()
+
+    def redeliver_now(self, how_many: int) -> None:
+        """Deliver webhooks again now, a forged one among them (``redeliver_events``)."""
+        self._apply(Fault(0.0, "redeliver_webhooks", how_many))
 
     def _apply(self, fault: Fault) -> None:
         try:

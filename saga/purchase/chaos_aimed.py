@@ -19,7 +19,9 @@ through:
   it never saw (``timers_fired_on_another_version``, every kind's timers);
 - **redeliveries** (``redeliver_events``): a consumer with an inbox receives
   every outbox event, many of them again, some at once from two threads; an
-  event it applied twice is counted (``events_applied_twice``);
+  event it applied twice is counted (``events_applied_twice``); and every
+  second the provider's webhooks come again, a forged one twice in a row
+  (the provider inbox's dedupe: ``one_review_per_event``);
 - **refused outbox writes** (``refuse_outbox_writes``): the database refuses
   one outbox insert in twenty; the transition must roll back with it, or the
   ``outbox`` invariant finds a state entered without its event;
