@@ -18,7 +18,7 @@ from saga.cli.common import (
 )
 from saga.exceptions import InvalidInput
 from saga.purchase.chaos_mutants import MUTANTS, ONLY_ON
-from saga.purchase.chaos_plan import FAULT_KINDS
+from saga.purchase.chaos_plan import AIMED_FAULTS, FAULT_KINDS
 
 if TYPE_CHECKING:
     import argparse
@@ -75,8 +75,10 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chaos.add_argument(
         "--faults",
         metavar="KINDS",
-        help="comma-separated fault kinds to schedule (default: all the setup allows): "
-        + ", ".join(kind for kind, _, _ in FAULT_KINDS),
+        help="comma-separated fault kinds (default: all the setup allows): scheduled "
+        + ", ".join(kind for kind, _, _ in FAULT_KINDS)
+        + "; aimed at the guards "
+        + ", ".join(kind for kind, _ in AIMED_FAULTS),
     )
     chaos.add_argument(
         "--broker",
@@ -106,6 +108,7 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
 
     from saga import CRASH_POINTS
     from saga.purchase.chaos import ChaosOptions, run_chaos
+    from saga.purchase.chaos_aimed import APP_SPEC
 
     if not 1 <= args.purchases <= 1_000_000:
         raise InvalidInput(field="purchases", problem="must be between 1 and 1000000")
@@ -114,7 +117,11 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
     if not args.crash_rate < 1:
         raise InvalidInput(field="crash_rate", problem="must be below 1")
     points = _names(args.crash_points, "crash_points", CRASH_POINTS)
-    kinds = _names(args.faults, "faults", tuple(kind for kind, _, _ in FAULT_KINDS))
+    kinds = _names(
+        args.faults,
+        "faults",
+        (*(kind for kind, _, _ in FAULT_KINDS), *(kind for kind, _ in AIMED_FAULTS)),
+    )
     _check_mutant(args)
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     # A stopped harness stops its workers too (paused ones included): SIGTERM
@@ -140,6 +147,8 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
         # Before the engine exists: the mutant changes what it loads.
         print(f"saga chaos: mutant {args.mutant} (a guard removed on purpose)", file=sys.stderr)
         apply(args.mutant)
+    if getattr(args, "app", None) is None:
+        args.app = APP_SPEC  # the purchase, and the tally sagas the aimed faults race on
     with (
         open_engine(args, check_schema=False) as engine,
         tqdm(
