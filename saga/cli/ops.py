@@ -1,4 +1,4 @@
-"""``saga webhook deliver|serve``, ``saga recon …``, ``saga sandbox ledger`` and ``saga verify``."""
+"""``saga webhook …``, ``saga recon …``, ``saga console``, ``saga operator …``, ``saga verify``."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ FLAGS = {
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
-    """Add ``webhook``, ``recon``, ``sandbox`` and ``verify``."""
+    """Add ``webhook``, ``recon``, ``console``, ``operator`` and ``verify``."""
     from steps.purchase import PROVIDER_EVENTS as EVENTS
 
     webhook = subparsers.add_parser("webhook", help="provider events into the inbox")
@@ -129,11 +129,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_common_options(resolve, top_level=False)
 
-    sandbox = subparsers.add_parser("sandbox", help="the sandbox payment provider")
-    sandbox_commands = sandbox.add_subparsers(dest="action", metavar="ACTION", required=True)
-    ledger = sandbox_commands.add_parser("ledger", help="its charges and refunds")
-    add_common_options(ledger, top_level=False)
-
     web.add_console_parsers(subparsers)
 
     check = subparsers.add_parser("verify", help="check every invariant; exit 0 only if all hold")
@@ -152,7 +147,6 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "recon show": Command(_recon_show, FLAGS),
         "recon assign": Command(_recon_assign, FLAGS),
         "recon resolve": Command(_recon_resolve, FLAGS),
-        "sandbox ledger": Command(_ledger, FLAGS),
         "verify": Command(_verify, FLAGS),
     }
 
@@ -325,55 +319,6 @@ def _describe(out: Output, item: ReconItem) -> None:
     ):
         out.line(f"  {label + ':':<16}{'-' if value is None else value}")
     out.line(f"  evidence:       {item.evidence}")
-
-
-def _ledger(args: argparse.Namespace, out: Output) -> int:
-    from saga.purchase.money import format_minor
-
-    with open_engine(args, create=False) as engine:
-        ledger = engine.sandbox.ledger()
-    charges = [
-        {
-            "payment_id": c["payment_id"],
-            "key": c["key"],
-            "amount": format_minor(int(c["charged_minor"] or c["amount_minor"]), c["currency"]),
-            "currency": c["currency"],
-            "status": c["status"],
-            "reference": c["reference"],
-            "method": c["method"],
-            "requested_amount": format_minor(int(c["amount_minor"]), c["currency"]),
-        }
-        for c in ledger["charges"]
-    ]
-    currencies = {c["payment_id"]: c["currency"] for c in ledger["charges"]}
-    refunds = [
-        {
-            "refund_id": r["refund_id"],
-            "payment_id": r["payment_id"],
-            "key": r["key"],
-            "amount": format_minor(int(r["amount_minor"]), currencies.get(r["payment_id"], "EUR")),
-            "status": r["status"],
-            "reference": r["reference"],
-        }
-        for r in ledger["refunds"]
-    ]
-    if out.as_json:
-        out.json({"charges": charges, "refunds": refunds})
-        return EXIT_OK
-    out.line(f"charges ({len(charges)}):")
-    out.table(
-        ("PAYMENT", "KEY", "AMOUNT", "STATUS", "METHOD"),
-        (
-            (c["payment_id"], c["key"], f"{c['amount']} {c['currency']}", c["status"], c["method"])
-            for c in charges
-        ),
-    )
-    out.line(f"refunds ({len(refunds)}):")
-    out.table(
-        ("REFUND", "PAYMENT", "KEY", "AMOUNT", "STATUS"),
-        ((r["refund_id"], r["payment_id"], r["key"], r["amount"], r["status"]) for r in refunds),
-    )
-    return EXIT_OK
 
 
 def _verify(args: argparse.Namespace, out: Output) -> int:

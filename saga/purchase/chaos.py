@@ -177,7 +177,7 @@ def _fleet(
 ) -> WorkerFleet:
     worker = WorkerOptions(
         url=engine.db.url.render_as_string(hide_password=False),
-        sandbox_url=engine.sandbox_url,
+        app_options=(("sandbox_db", engine.sandbox_url),),
         lease_seconds=LEASE_SECONDS,
         poll_interval=0.2,
         log_level="critical",

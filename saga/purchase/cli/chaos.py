@@ -5,16 +5,18 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from saga.cli.common import (
+from saga.cli import (
     EXIT_ERROR,
     EXIT_OK,
-    Command,
     Output,
     add_common_options,
     broker_url,
     open_engine,
     positive_float,
     whole,
+)
+from saga.cli import (
+    Leaf as Command,
 )
 from saga.exceptions import InvalidInput
 from saga.purchase.chaos_mutants import MUTANTS, ONLY_ON
