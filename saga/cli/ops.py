@@ -206,7 +206,7 @@ def _recon_list(args: argparse.Namespace, out: Output) -> int:
     out.table(
         (
             "ID",
-            "PURCHASE",
+            "SAGA",
             "KIND",
             "STATUS",
             "REASON",
@@ -236,12 +236,13 @@ def _recon_list(args: argparse.Namespace, out: Output) -> int:
 def _recon_show(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args, create=False) as engine:
         item, events = engine.recon.show(args.id)
+        saga_kind = engine.sagas.get(item.saga_id).kind
         money = summary_of(engine, item.saga_id)
     if out.as_json:
         shown = None if money is None else money.to_json()
         out.json({**item.to_json(), "money": shown, "events": events})
         return EXIT_OK
-    _describe(out, item)
+    _describe(out, item, saga_kind)
     print_money(out, money)
     out.line("events:")
     for entry in events:
@@ -300,10 +301,10 @@ def _recon_resolve(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def _describe(out: Output, item: ReconItem) -> None:
+def _describe(out: Output, item: ReconItem, saga_kind: str) -> None:
     out.line(f"item {item.id} ({item.status}, version {item.version})")
     for label, value in (
-        ("purchase", item.saga_id),
+        (saga_kind, item.saga_id),
         ("subject", item.subject),
         ("reason", item.reason),
         ("owner", item.owner),
