@@ -73,6 +73,8 @@ COMMAND_MODULES: Final = {
     "operator": "ops",
 }
 MODULES: Final = tuple(dict.fromkeys(COMMAND_MODULES.values()))
+# The engine's commands that are groups of actions an application may add to.
+_GROUPS: Final = frozenset({"webhook"})
 # A closed stdout: what a shell reports for a process killed by SIGPIPE.
 EXIT_STDOUT_CLOSED: Final = 141  # 128 + SIGPIPE (13)
 # The top-level options that take a value (which is not the command).
@@ -125,12 +127,7 @@ def build_parser(
     if app is None:
         app = load_app(app_spec(argv or ()))
     own = app.commands
-    if clash := sorted(set(own.names()) & set(COMMAND_MODULES)):
-        raise InvalidInput(
-            field="app",
-            problem=f"the {app.name} application's command {clash[0]!r} has the name of one "
-            "of the engine's",
-        )
+    _check_names(app)
     parser = argparse.ArgumentParser(
         prog="saga",
         description="Saga orchestration engine: persisted state machines in SQL.",
@@ -142,11 +139,15 @@ def build_parser(
     commands: dict[str, Leaf] = {}
     name = None if argv is None else invoked(argv, _VALUED | {o.flag for o in own.options})
     module = COMMAND_MODULES.get(name or "")
-    mine = own.named(name or "")
-    for each in MODULES if module is None and mine is None else (module,) if module else ():
+    # Its commands of that name, and its actions of an engine's group of that name.
+    mine = [c for c in own.commands if c.name.partition(" ")[0] == name]
+    everything = module is None and not mine
+    for each in MODULES if everything else (module,) if module else ():
         commands.update(importlib.import_module(f"saga.cli.{each}").register(subparsers))
-    for command in own.commands if module is None and mine is None else (mine,) if mine else ():
-        commands.update(register_command(command, subparsers))
+    for command in own.commands if everything else mine:
+        group, _, action = command.name.partition(" ")
+        where = _actions_of(subparsers.choices[group]) if action else subparsers
+        commands.update(register_command(command, where))
     # Its options are taken before or after any command, like --db.
     for sub in subparsers.choices.values():
         add_app_options(sub, own.options, top_level=False)
@@ -179,6 +180,30 @@ def _parsed(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Leaf]] |
         return exc.code if isinstance(exc.code, int) else EXIT_ERROR
     setattr(args, APP_LOADED, app)
     return args, commands
+
+
+def _check_names(app: Application) -> None:
+    """An application's command may not take an engine's name, nor join one that has no actions."""
+    for command in app.commands.commands:
+        name = command.name
+        group, _, action = name.partition(" ")
+        if not action and name in COMMAND_MODULES:
+            problem = f"command {name!r} has the name of one of the engine's"
+        elif action and (group not in _GROUPS or " " in action or command.register is None):
+            problem = (
+                f"command {name!r}: an action joins one of the engine's groups "
+                f"({', '.join(sorted(_GROUPS))}) with register=…"
+            )
+        else:
+            continue
+        raise InvalidInput(field="app", problem=f"the {app.name} application's {problem}")
+
+
+def _actions_of(
+    group: argparse.ArgumentParser,
+) -> argparse._SubParsersAction[argparse.ArgumentParser]:
+    """The actions of one of the engine's command groups (``webhook``)."""
+    return next(a for a in group._actions if isinstance(a, argparse._SubParsersAction))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

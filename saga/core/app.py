@@ -52,7 +52,7 @@ APP_ENV: Final = "SAGA_APP"
 
 @dataclass(frozen=True, slots=True)
 class Lazy:
-    """A service computed on each access (``engine.sandbox`` opens only when asked for)."""
+    """A service computed on each access (a connection opened only when asked for)."""
 
     get: Callable[[], Any]
 

@@ -42,14 +42,18 @@ class Command:
     is 0).  An error of :mod:`saga.exceptions` it raises becomes the
     contract's exit code (bad input 2, conflict 3, not found 4).
 
-    The tree form, for a command with actions of its own (``saga purchase
+    The tree form, for a command with actions of its own (``saga order
     start|show|…``): ``register(subparsers)`` adds its parser and returns a
-    :class:`saga.cli.Leaf` for each path (``{"purchase start": Leaf(handler,
+    :class:`saga.cli.Leaf` for each path (``{"order start": Leaf(handler,
     flags)}``), its handler taking the parsed arguments and the command
     line's :class:`saga.cli.Output` and returning the exit code.
 
+    A name of two words (``"webhook deliver"``) adds an action to a group of
+    the engine's commands (``saga webhook serve|refusals``): the tree form,
+    ``register`` given the group's actions.
+
     Args:
-        name: the subcommand.
+        name: the subcommand (or the engine's group and the action).
         help: its line in ``saga --help``.
         run: the simple form's work.
         arguments: the simple form's options and positionals.
@@ -78,11 +82,11 @@ class Command:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Option:
     """
-    An option of the application that every command takes (``--sandbox-db URL``).
+    An option of the application that every command takes (``--provider-db URL``).
 
     Its value (a string, or ``None`` when not given) goes to
     :attr:`Commands.configure` under ``dest`` (the flag without its dashes,
-    ``-`` read as ``_``: ``sandbox_db``), also in each worker process.
+    ``-`` read as ``_``: ``provider_db``), also in each worker process.
     """
 
     flag: str
@@ -128,7 +132,7 @@ class Commands:
         return next((c for c in self.commands if c.name == name), None)
 
     def flags(self) -> dict[str, str]:
-        """Each option's field and flag (``{"sandbox_db": "--sandbox-db"}``)."""
+        """Each option's field and flag (``{"provider_db": "--provider-db"}``)."""
         return {option.dest: option.flag for option in self.options}
 
 

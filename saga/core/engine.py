@@ -53,7 +53,7 @@ class Engine:
     Args:
         url: the database; default :func:`default_url`.
         app: the application; default :func:`~saga.core.app.default_app`.  Its
-            own settings (a payment provider, its databases) are its own: the
+            own settings (a provider, its databases) are its own: the
             application is built with them.
         registry: the saga kinds, for the default application's services
             over another set of machines (``app`` is the general way).

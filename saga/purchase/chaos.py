@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from saga import (
-    CRASH_POINTS,
     Outage,
     Queue,
     WorkerFleet,
@@ -40,6 +39,7 @@ from saga.exceptions import DatabaseError
 from saga.purchase.chaos_actors import Clients, EventWatcher, Operators, Weather
 from saga.purchase.chaos_mutants import apply as apply_mutant
 from saga.purchase.chaos_plan import ChaosPlan
+from saga.purchase.faults import CRASH_POINTS
 
 if TYPE_CHECKING:
     from collections.abc import Callable

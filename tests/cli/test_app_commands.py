@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -80,14 +81,40 @@ def test_help_lists_the_applications_commands_and_options(capsys):
 
 def test_a_command_with_an_engines_name_is_refused(monkeypatch, capsys):
     """An application cannot shadow `stats`: exit 2 on --app, before anything runs."""
+
     def clashing():
         made = commands_app.app()
         stats = Command(name="stats", run=lambda args, engine: 0)
-        return type(made)(name=made.name, registry=made.registry, commands=Commands(commands=(stats,)))
+        return type(made)(
+            name=made.name, registry=made.registry, commands=Commands(commands=(stats,))
+        )
 
     monkeypatch.setattr(commands_app, "clashing", clashing, raising=False)
     assert 2 == main(["--app", "tests.commands_app:clashing", "stats"])
     assert "--app: the tallies application's command 'stats'" in capsys.readouterr().err
+
+
+def test_the_purchases_webhook_deliver_does_not_exist_under_another_application(capsys):
+    """`webhook serve` is the engine's; `webhook deliver` (its provider's events) the purchase's."""
+    assert 2 == main(["--app", MINE, "webhook", "deliver", "--event-id", "e"])
+    assert "invalid choice: 'deliver'" in capsys.readouterr().err
+    assert 0 == main(["--app", MINE, "webhook", "--help"])
+    assert "deliver" not in capsys.readouterr().out
+    assert 0 == main(["webhook", "--help"])
+    assert "deliver" in capsys.readouterr().out
+
+
+def test_an_action_joins_only_a_group_of_the_engines(monkeypatch, capsys):
+    def joining():
+        made = commands_app.app()
+        action = Command(name="recon purge", register=lambda actions: {})
+        return dataclasses.replace(made, commands=Commands(commands=(action,)))
+
+    monkeypatch.setattr(commands_app, "joining", joining, raising=False)
+    assert 2 == main(["--app", "tests.commands_app:joining", "stats"])
+    assert "command 'recon purge': an action joins one of the engine's groups (webhook)" in (
+        capsys.readouterr().err
+    )
 
 
 def test_a_command_gives_run_or_register():

@@ -1,5 +1,5 @@
 """
-The purchase's commands: ``saga intensive|purchase|sandbox|demo|chaos``.
+The purchase's commands: ``saga intensive|purchase|sandbox|demo|chaos``, ``saga webhook deliver``.
 
 Each command's module is imported only when its parser is built: a command
 builds its own parser, ``saga --help`` builds them all.
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def _module(name: str) -> Command:
     """The command ``name``, registered by ``saga.purchase.cli.<module>`` when built."""
-    module = {"intensive": "catalogue"}.get(name, name)
+    module = {"intensive": "catalogue", "webhook deliver": "webhook"}.get(name, name)
 
     def register(
         subparsers: argparse._SubParsersAction[argparse.ArgumentParser],
@@ -35,6 +35,8 @@ def _module(name: str) -> Command:
 
 
 # In the order `saga --help` lists them, after the engine's commands.
+# `webhook deliver`: an action of the engine's `webhook` (its provider's events).
 COMMANDS: Final = tuple(
-    _module(name) for name in ("intensive", "purchase", "sandbox", "demo", "chaos")
+    _module(name)
+    for name in ("intensive", "purchase", "sandbox", "demo", "chaos", "webhook deliver")
 )

@@ -72,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chaos.add_argument(
         "--crash-points",
         metavar="NAMES",
-        help="comma-separated crash points to arm (default: all; see saga.CRASH_POINTS)",
+        help="comma-separated crash points to arm "
+        "(default: all; see saga.purchase.faults.CRASH_POINTS)",
     )
     chaos.add_argument(
         "--faults",
@@ -106,8 +107,8 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
 
     from tqdm import tqdm
 
-    from saga import CRASH_POINTS
     from saga.purchase.chaos import ChaosOptions, run_chaos
+    from saga.purchase.faults import CRASH_POINTS
 
     if not 1 <= args.purchases <= 1_000_000:
         raise InvalidInput(field="purchases", problem="must be between 1 and 1000000")
