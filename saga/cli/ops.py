@@ -84,8 +84,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--outcome",
         required=True,
         metavar="O",
-        help="one of the application's outcomes (the purchase: paid | not_paid | refund | "
-        "refunded), or reviewed for a review item",
+        help="one of the outcomes of the saga kind's reconciliation policy "
+        "(paid | not_paid, say), or reviewed for a review item",
     )
     resolve.add_argument(
         "--external-ref",
@@ -96,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     resolve.add_argument(
         "--amount",
         metavar="A",
-        help="the external movement's amount in the purchase's currency "
+        help="the external movement's amount in the saga's currency "
         "(default: the price, or the money held)",
     )
     resolve.add_argument(
