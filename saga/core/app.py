@@ -5,8 +5,9 @@ An application declares its saga kinds (a :class:`~saga.Registry` of
 machines with their hooks and the job kinds running their actions), the job
 kinds of its own (checks, cancellations, anything queued by its code), what
 workers poll besides the queue, its invariants for ``saga verify``, and the
-services its commands use.  Every command loads one with ``--app
-MODULE:NAME`` (or ``$SAGA_APP``); without it, the purchase application.
+services and commands of its own.  Every command loads one with ``--app
+MODULE:NAME`` (or ``$SAGA_APP``); without it, the one :data:`saga.settings.DEFAULT_APP`
+names.
 
 :meth:`Application.check` lists every problem at once: an action no job kind
 runs, a step job kind for an action no state declares, a job kind of two
@@ -28,6 +29,8 @@ from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import TYPE_CHECKING, Any, Final
 
+from saga import settings
+from saga.core.commands import NO_COMMANDS, Commands
 from saga.core.handlers import Handlers, JobKind
 from saga.core.money import MoneySummary, no_money
 from saga.core.recon import ReconHook, ReconPolicy
@@ -45,13 +48,11 @@ if TYPE_CHECKING:
     from saga.core.webhooks import Receiver
 
 APP_ENV: Final = "SAGA_APP"
-# Loaded by name, like any user's application: the core imports no application.
-DEFAULT_APP: Final = "saga.purchase.app:purchase_app"
 
 
 @dataclass(frozen=True, slots=True)
 class Lazy:
-    """A service computed on each access (``engine.sandbox`` opens only when asked for)."""
+    """A service computed on each access (a connection opened only when asked for)."""
 
     get: Callable[[], Any]
 
@@ -99,18 +100,18 @@ class Application:
             a saga, becomes a saga event (``engine.messages.deliver``).
         recon: its reconciliation: one :class:`~saga.ReconPolicy` (for every
             kind whose machine has the policy's state), or one per saga kind
-            (``{"purchase": …, "payout": …}``): the state meaning "outcome
+            (``{"order": …, "payout": …}``): the state meaning "outcome
             unknown", the operators' outcomes and their events, the checker's
             job kind, the judge.  The engine wires each kind's
             :class:`~saga.ReconHook` itself.
         services: named objects its commands and users reach as attributes of
-            the engine (``engine.purchases``); a :class:`Lazy` one is computed
+            the engine (``engine.orders``); a :class:`Lazy` one is computed
             on each access.
         sql: its tables and named queries (:class:`~saga.SqlComponent`): its
             migrations are applied by ``saga db upgrade`` after the engine's, and
             its queries run in the engine's transactions (``tx.all("my_query")``).
         subscribers: in-process subscribers of its outbox events, by type
-            pattern (``{"purchase.*": [notify]}``), called by the relay.
+            pattern (``{"order.*": [notify]}``), called by the relay.
         consumers: its consumers of published events (``saga consume NAME``).
         webhooks: its receivers of signed HTTP webhooks, by provider name, built
             for an engine (``POST /webhooks/<provider>``, see
@@ -123,6 +124,8 @@ class Application:
             expected, charged, refunded, money moved outside the provider, and
             who or what it is about), shown by the console's queue, item and
             saga pages and by ``saga recon show``; sagas it leaves out hold none.
+        commands: its own commands and options on the ``saga`` command line
+            (:class:`~saga.core.commands.Commands`); they exist only under it.
 
     """
 
@@ -141,6 +144,7 @@ class Application:
     webhooks: WebhooksFactory = _no_services
     messages: MessagesOf = _no_messages
     money: MoneyOf = no_money
+    commands: Commands = NO_COMMANDS
 
     def recon_policies(self) -> dict[str, ReconPolicy]:
         """
@@ -349,6 +353,21 @@ class Application:
         for saga_type in self.registry:
             saga_type.learn_attempts(kinds)
 
+    def configured(self, values: Mapping[str, str | None]) -> Application:
+        """
+        It given the values of its command-line options (those it has; the rest ignored).
+
+        A worker process gets the same values, so it runs the same application.
+        """
+        options = self.commands.options
+        if not options:
+            return self
+        made: Application = self.commands.configure(
+            self, {option.dest: values.get(option.dest) for option in options}
+        )
+        # Its commands stay: configuring twice is harmless.
+        return dataclasses.replace(made, commands=self.commands)
+
     def with_jobs(self, extra: JobsFactory) -> Application:
         """The same application with more job kinds (``--app`` naming a job factory)."""
         own = self.jobs
@@ -394,17 +413,17 @@ def _judge_problems(where: str, policy: ReconPolicy, *, has_judge: bool) -> list
 
 
 def default_app() -> Application:
-    """The reference application (:data:`DEFAULT_APP`): the purchase of a paid intensive."""
-    return load_app(DEFAULT_APP)
+    """The application run without ``--app`` or ``$SAGA_APP``: :data:`saga.settings.DEFAULT_APP`."""
+    return load_app(settings.DEFAULT_APP)
 
 
 def load_app(spec: str | None = None) -> Application:
     """
-    The application ``MODULE:NAME`` (default ``$SAGA_APP``, else the purchase).
+    The application ``MODULE:NAME`` (default ``$SAGA_APP``, else :func:`default_app`).
 
     ``NAME`` is an :class:`Application`, or a function of no arguments
     returning one; a function of one argument (the engine) returning job kinds
-    (:class:`~saga.core.handlers.Handlers`) adds them to the purchase
+    (:class:`~saga.core.handlers.Handlers`) adds them to the default
     application, as ``saga worker --app`` did before applications existed.
     ``MODULE`` is looked up like ``python -m`` does, the working directory
     included.  Anything else is :class:`~saga.exceptions.InvalidInput` on

@@ -39,7 +39,7 @@ class Consumer:
 
     Args:
         name: its inbox source is ``consumer.<name>``; its default queue too.
-        bindings: routing patterns of the events it wants (``purchase.*``).
+        bindings: routing patterns of the events it wants (``order.*``).
         apply: the effect of one event, run in the transaction that claims it.
         figures: what it has computed, read in a transaction (for ``saga consume
             NAME --figures`` and for comparing with the engine's own).

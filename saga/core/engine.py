@@ -22,7 +22,6 @@ from saga.exceptions import ApplicationError
 if TYPE_CHECKING:
     from saga.core.handlers import JobKind
     from saga.core.pollers import Poller
-    from steps import PaymentProvider
 
 URL_ENV: Final = "SAGA_DATABASE_URL"
 
@@ -33,7 +32,7 @@ def default_url() -> str:
 
 
 def default_registry() -> Registry:
-    """A registry holding the reference purchase saga."""
+    """The default application's registry (:func:`~saga.core.app.default_app`)."""
     return default_app().registry
 
 
@@ -48,19 +47,19 @@ class Engine:
     application is checked when the engine is built
     (:class:`~saga.exceptions.DefinitionError` lists every problem).
 
-    The application's services are attributes of the engine (the purchase
-    application's ``engine.purchases``, for instance).
+    The application's services are attributes of the engine (an application
+    naming a service ``orders`` reaches it as ``engine.orders``).
 
     Args:
         url: the database; default :func:`default_url`.
-        app: the application; default the purchase.
-        registry: the saga kinds, for the purchase application's services
+        app: the application; default :func:`~saga.core.app.default_app`.  Its
+            own settings (a provider, its databases) are its own: the
+            application is built with them.
+        registry: the saga kinds, for the default application's services
             over another set of machines (``app`` is the general way).
-        sandbox_url, provider: options for the application's services (the
-            purchase: the sandbox's database, or a real payment provider).
         check_schema: set ``False`` to skip the schema check (``saga db upgrade`` does).
         create: set ``False`` for reads: a missing embedded file (the engine's or
-            the sandbox's) is then :class:`~saga.exceptions.DatabaseMissing`
+            one of the application's) is then :class:`~saga.exceptions.DatabaseMissing`
             instead of a new empty database.
 
     """
@@ -71,8 +70,6 @@ class Engine:
         *,
         app: Application | None = None,
         registry: Registry | None = None,
-        sandbox_url: str | None = None,
-        provider: PaymentProvider | None = None,
         check_schema: bool = True,
         create: bool = True,
         pool_size: int = 5,
@@ -94,7 +91,6 @@ class Engine:
         # Each kind knows its policy (who may fire its outcomes), and gets its
         # ReconHook if the application did not register one.
         self.registry = app.wired_registry()
-        self.options: dict[str, Any] = {"sandbox_url": sandbox_url, "provider": provider}
         self.sagas = Sagas(self.db, self.registry)
         self.instances = Instances(self.db, self.registry, self.sagas, context=self)
         self.messages = Inbox(self.db, self.registry, app.routes)
@@ -145,7 +141,7 @@ class Engine:
         """
         What workers look at besides the queue.
 
-        The application's (the purchase: the sandbox's webhooks) and, on
+        The application's (webhooks to deliver, for instance) and, on
         PostgreSQL, the folding of the counts ``saga stats`` keeps.
         """
         own: list[Poller] = [CountsRollUp(self.db)] if self.db.dialect == "postgres" else []

@@ -1,10 +1,10 @@
 """
 Named crash points for fault-injection tests and the chaos harness.
 
-``SAGA_CRASH_POINTS=request_payment.after_call`` makes a process die
+``SAGA_CRASH_POINTS=worker.before_complete`` makes a process die
 (``os._exit``, no cleanup, like a kill) when it reaches that point, so a test
-can prove recovery from the worst moment: after the provider acted and
-before the engine recorded it.  ``*`` names every point.
+can prove recovery from the worst moment: after a step acted and before the
+engine recorded it.  ``*`` names every point.
 
 Two modes:
 
@@ -44,18 +44,13 @@ if TYPE_CHECKING:
 _ENV: Final = "SAGA_CRASH_POINTS"
 EXIT_CODE: Final = 137
 
-# Every point the engine and the purchase application declare, by boundary.
+# Every point the engine declares, by boundary (an application's steps declare
+# their own beside these: `crash_point("<step>.after_call")`).
 CRASH_POINTS: Final = (
     "accept.after_commit",  # the acceptance committed, the caller not yet answered
-    "request_payment.before_call",  # the intent committed, the provider not yet asked
-    "request_payment.after_call",  # the provider answered, the answer not yet recorded
-    "cancel_payment.after_call",  # compensation: the provider cancelled, not yet recorded
-    "refund.before_call",  # compensation: the refund intent committed, not yet asked
-    "refund.after_call",  # compensation: the provider refunded, not yet recorded
     "timer.before_fire",  # a timer batch claimed, this timer not yet fired
     "worker.before_complete",  # a batch of results computed, not yet completed
-    "checker.after_answer",  # the provider answered the checker, no decision yet
-    "webhook.after_inbox",  # the inbox committed a webhook, the sender not yet answered
+    "checker.after_answer",  # the outside world answered the checker, no decision yet
     "relay.before_publish",  # an outbox batch claimed, nothing published
     "relay.after_publish",  # published and confirmed, not yet marked
     "consumer.before_ack",  # a message handled and committed, not yet acknowledged

@@ -4,8 +4,8 @@ The generic saga runtime: create sagas and move them through their machine.
 Every change is one transaction holding the compare-and-set on state and
 version, the audit row, the next deadline and its timer, the jobs the new
 state queues, the outbox events its kind declares for the new state, and
-whatever the saga kind's hooks write (the purchase saga moves seat counters
-there).  Either all of it commits or none of it does.
+whatever the saga kind's hooks write (an application's counters, say).
+Either all of it commits or none of it does.
 """
 
 from __future__ import annotations
@@ -91,8 +91,8 @@ class Starter(Protocol):
     """
     A kind's own way of starting a saga from a client's request.
 
-    For kinds whose data is more than the request (the purchase takes its
-    price from the catalogue and holds a seat): ``saga instances start``
+    For kinds whose data is more than the request (a price taken from a
+    catalogue, a held resource): ``saga instances start``
     calls it instead of starting the saga with the request as its data.  It
     refuses a request it does not take with :class:`~saga.exceptions.InvalidInput`.
     """
@@ -348,7 +348,7 @@ class Sagas:
         :meth:`start`, then ``then`` in the same transaction (the reply's read-back).
 
         One transaction instead of two for a caller that answers with more
-        than the saga (the purchase answers with its payment, history, …).
+        than the saga (an application answering with its own records).
         """
         check_operation_id(operation_id)
         saga_type = self.registry.get(kind)

@@ -22,10 +22,13 @@ from saga import (
     Registry,
     SqlComponent,
     Started,
+    normalize_url,
     record_provider_call,
 )
+from saga.cli import Commands, Option
 from saga.exceptions import InvalidInput
 from saga.purchase.catalogue import Catalogue
+from saga.purchase.cli import COMMANDS
 from saga.purchase.events import PURCHASE_EVENTS, SALES
 from saga.purchase.inbox import Inbox, messages_of
 from saga.purchase.purchases import Purchases, SeatHook
@@ -42,7 +45,7 @@ from state_machine.purchase import PURCHASE
 from steps import ObservedProvider
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from saga import Context, Invariant, JobKind, Poller, SagaRecord
     from saga.purchase.sandbox import Sandbox
@@ -155,8 +158,74 @@ def _payments(engine: Context) -> Payments:
     return payments
 
 
-def purchase_app() -> Application:
-    """The purchase application, with its saga registered afresh."""
+def payment_services(
+    *, sandbox_url: str | None = None, provider: PaymentProvider | None = None
+) -> Callable[[Context], dict[str, Any]]:
+    """
+    The purchase's services for an engine, its payments on ``provider`` or the sandbox.
+
+    ``sandbox_url``: the sandbox's own database (default
+    ``$SAGA_SANDBOX_DATABASE_URL``, else derived from the engine's).
+    """
+
+    def services(engine: Context) -> dict[str, Any]:
+        payments = Payments(engine, sandbox_url=sandbox_url, provider=provider)
+        return {
+            "payments": payments,
+            "sandbox": Lazy(lambda: payments.sandbox),
+            "sandbox_url": Lazy(lambda: payments.sandbox_url),
+            "provider": Lazy(lambda: payments.provider),
+            "provider_getter": payments.provider_getter,
+            "catalogue": Catalogue(engine.db),
+            "purchases": Purchases(engine.db, engine.sagas),
+            "inbox": Inbox(engine.db, engine.registry, payments.provider_getter),
+        }
+
+    return services
+
+
+def with_sandbox_db(app: Application, values: Mapping[str, str | None]) -> Application:
+    """
+    The purchase application given ``--sandbox-db`` (``saga --sandbox-db URL …``).
+
+    Checked before any command runs (exit 2 naming it): the sandbox opens
+    lazily, when a command first asks the provider, and a bad URL would
+    otherwise pass unseen through the commands that never do (a listing), or
+    surface as a broken invariant (``verify``, exit 1).
+    """
+    url = values.get("sandbox_db")
+    if url is None:
+        return app
+    normalize_url(url, field="sandbox_db")
+    return dataclasses.replace(app, services=payment_services(sandbox_url=url))
+
+
+# Its commands (`saga intensive|purchase|sandbox|demo|chaos`) and its option
+# every command takes: they exist only when the purchase is the application.
+PURCHASE_COMMANDS: Final = Commands(
+    commands=COMMANDS,
+    options=(
+        Option(
+            flag="--sandbox-db",
+            metavar="URL",
+            help="the sandbox payment provider's database (default: "
+            f"${SANDBOX_URL_ENV}, else derived from --db)",
+        ),
+    ),
+    configure=with_sandbox_db,
+)
+
+
+def purchase_app(
+    *, sandbox_url: str | None = None, provider: PaymentProvider | None = None
+) -> Application:
+    """
+    The purchase application, with its saga registered afresh.
+
+    Its payments go to ``provider``, else to the sandbox on ``sandbox_url``
+    (default ``$SAGA_SANDBOX_DATABASE_URL``, else derived from the engine's
+    database; ``saga --sandbox-db URL`` on the command line).
+    """
     # Operators' decisions are checked against the provider's fresh answer.
     policy = dataclasses.replace(
         PURCHASE_RECON,
@@ -200,23 +269,6 @@ def purchase_app() -> Application:
 
         return purchase_invariants(engine)
 
-    def services(engine: Context) -> dict[str, Any]:
-        payments = Payments(
-            engine,
-            sandbox_url=engine.options.get("sandbox_url"),
-            provider=engine.options.get("provider"),
-        )
-        return {
-            "payments": payments,
-            "sandbox": Lazy(lambda: payments.sandbox),
-            "sandbox_url": Lazy(lambda: payments.sandbox_url),
-            "provider": Lazy(lambda: payments.provider),
-            "provider_getter": payments.provider_getter,
-            "catalogue": Catalogue(engine.db),
-            "purchases": Purchases(engine.db, engine.sagas),
-            "inbox": Inbox(engine.db, engine.registry, payments.provider_getter),
-        }
-
     def figures(engine: Context) -> dict[str, Any]:
         seats = [i.to_json() for i in engine.catalogue.list(limit=10_000)]
         return {"intensives": {i["id"]: i["seats"] for i in seats}}
@@ -241,7 +293,7 @@ def purchase_app() -> Application:
         jobs=own_jobs,
         pollers=pollers,
         invariants=invariants,
-        services=services,
+        services=payment_services(sandbox_url=sandbox_url, provider=provider),
         recon=policy,
         figures=figures,
         sql=PURCHASE_SQL,
@@ -249,4 +301,5 @@ def purchase_app() -> Application:
         webhooks=webhooks,
         messages=messages_of,
         money=money_of,
+        commands=PURCHASE_COMMANDS,
     )

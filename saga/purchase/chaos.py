@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from saga import (
-    CRASH_POINTS,
     Outage,
     Queue,
     WorkerFleet,
@@ -58,6 +57,7 @@ from saga.purchase.chaos_aimed import (
     refuse_outbox_writes,
 )
 from saga.purchase.chaos_plan import AIMED_FAULTS, ChaosPlan
+from saga.purchase.faults import CRASH_POINTS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -229,7 +229,7 @@ def _fleet(
         url=engine.db.url.render_as_string(hide_password=False),
         # The workers fire the tallies' deadlines too: they need to know the kind.
         app=APP_SPEC if TALLY_KIND in engine.registry.kinds else None,
-        sandbox_url=engine.sandbox_url,
+        app_options=(("sandbox_db", engine.sandbox_url),),
         lease_seconds=LEASE_SECONDS,
         poll_interval=0.2,
         log_level="critical",

@@ -5,16 +5,18 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from saga.cli.common import (
+from saga.cli import (
     EXIT_ERROR,
     EXIT_OK,
-    Command,
     Output,
     add_common_options,
     broker_url,
     open_engine,
     positive_float,
     whole,
+)
+from saga.cli import (
+    Leaf as Command,
 )
 from saga.exceptions import InvalidInput
 from saga.purchase.chaos_mutants import MUTANTS, ONLY_ON
@@ -70,7 +72,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chaos.add_argument(
         "--crash-points",
         metavar="NAMES",
-        help="comma-separated crash points to arm (default: all; see saga.CRASH_POINTS)",
+        help="comma-separated crash points to arm "
+        "(default: all; see saga.purchase.faults.CRASH_POINTS)",
     )
     chaos.add_argument(
         "--faults",
@@ -106,9 +109,9 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
 
     from tqdm import tqdm
 
-    from saga import CRASH_POINTS
     from saga.purchase.chaos import ChaosOptions, run_chaos
     from saga.purchase.chaos_aimed import APP_SPEC
+    from saga.purchase.faults import CRASH_POINTS
 
     if not 1 <= args.purchases <= 1_000_000:
         raise InvalidInput(field="purchases", problem="must be between 1 and 1000000")
