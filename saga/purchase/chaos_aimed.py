@@ -50,8 +50,7 @@ from saga.purchase.app import purchase_app
 from state_machine import Machine, State, Timeout, Transition
 
 if TYPE_CHECKING:
-    from saga import Application, Engine
-    from saga.core.db import Tx
+    from saga import Application, Engine, Tx
 
 # The chaos application: the purchase, and the tally kind.
 APP_SPEC: Final = "saga.purchase.chaos_aimed:chaos_app"
