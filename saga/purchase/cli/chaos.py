@@ -151,7 +151,12 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
         print(f"saga chaos: mutant {args.mutant} (a guard removed on purpose)", file=sys.stderr)
         apply(args.mutant)
     if getattr(args, "app", None) is None:
-        args.app = APP_SPEC  # the purchase, and the tally sagas the aimed faults race on
+        # The purchase, and the tally sagas the aimed faults race on (the CLI
+        # loaded the plain purchase before parsing: this run opens its own).
+        from saga import load_app
+
+        args.app = APP_SPEC
+        args.loaded_app = load_app(APP_SPEC).configured(vars(args))
     with (
         open_engine(args, check_schema=False) as engine,
         tqdm(
