@@ -207,7 +207,8 @@ class Application:
         found += [
             f"inbox route {route.source}/{route.type} fires {route.event!r}, which no saga declares"
             for route in self.routes
-            if route.event not in events
+            # An observed route's event is the observer's to choose.
+            if route.observe is None and route.event not in events
         ]
         found += self.sql_problems()
         names = [consumer.name for consumer in self.consumers]
@@ -290,6 +291,8 @@ class Application:
     def _route_origin_problems(self) -> list[str]:
         found: list[str] = []
         for route in self.routes:
+            if route.observe is not None:
+                continue  # its events are fired by its observer, as the application's code
             for saga_type in self.registry:
                 origins = saga_type.machine.origins(route.event)
                 policy = self.recon_policies().get(saga_type.machine.name)
