@@ -15,7 +15,7 @@ Observe before apply: a route may name an :class:`Observer`.  Its message is
 then only a hint: before anything is written the observer asks the source of
 truth about it, by key and outside any transaction (a failure records
 nothing, so the sender delivers again), and the effect rests on that
-:class:`Observation` alone; the observer's ``apply`` never sees the message's
+:class:`Observed` alone; the observer's ``apply`` never sees the message's
 payload.  Where the payload said otherwise, the disagreement is kept as
 evidence beside the message (``evidence``), with what was observed.
 """
@@ -69,7 +69,7 @@ def content_digest(message: Message) -> str:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Observation(Generic[T]):
+class Observed(Generic[T]):
     """
     What the source of truth said about what a message is about.
 
@@ -106,12 +106,12 @@ class Observer(Protocol[T]):
     message; it gets the observation and the message's id, never its payload.
     """
 
-    def observe(self, engine: Context, saga_id: str, message: Message) -> Observation[T]:
+    def observe(self, engine: Context, saga_id: str, message: Message) -> Observed[T]:
         """Ask the source of truth about ``message`` (by a key of ``saga_id``), for ``engine``."""
         ...
 
     def apply(
-        self, tx: Tx, registry: Registry, observation: Observation[T], *, event_id: str
+        self, tx: Tx, registry: Registry, observation: Observed[T], *, event_id: str
     ) -> Applied:
         """The effect of what was observed, in ``tx`` (firing events of ``registry``'s sagas)."""
         ...
@@ -264,7 +264,7 @@ def deliver_in(
     message: Message,
     *,
     via: str | None = None,
-    observation: Observation[Any] | None = None,
+    observation: Observed[Any] | None = None,
 ) -> Delivery:
     """:meth:`Inbox.deliver` inside ``tx``, with the observation (if any) in hand."""
     content = {"type": message.type, "payload": dict(message.payload)}
@@ -363,7 +363,7 @@ def _apply_observed(
     registry: Registry,
     observer: Observer[Any],
     message: Message,
-    observation: Observation[Any],
+    observation: Observed[Any],
 ) -> Delivery:
     """The observer's effect, and the evidence kept beside the message."""
     applied = observer.apply(tx, registry, observation, event_id=message.event_id)

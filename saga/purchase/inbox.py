@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 from saga import Message, Route, open_review
 from saga import validation as _validation
 from saga.codec import digest
-from saga.core.inbox import Applied, Observation
+from saga.core.inbox import Applied, Observed
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase import money as _money
 from saga.purchase.steps import apply_payment, apply_refund
@@ -202,7 +202,7 @@ class PaymentObserver:
     the provider does not confirm opens a review item with both sides.
     """
 
-    def observe(self, engine: Context, saga_id: str, message: Message) -> Observation[_Seen]:
+    def observe(self, engine: Context, saga_id: str, message: Message) -> Observed[_Seen]:
         """Ask the provider about the payment (or refund) of purchase ``saga_id``."""
         event = event_of(message)
         inbox: Inbox = engine.inbox
@@ -217,7 +217,7 @@ class PaymentObserver:
         truth = _Truth(payment, refunded, refund)
         contradictions, claims_money = _contradictions(event, truth)
         seen = _Seen(truth, refund, event.payload(), tuple(contradictions), claims_money)
-        return Observation(
+        return Observed(
             saga_id=saga_id,
             value=seen,
             evidence=truth.to_json(),
@@ -225,7 +225,7 @@ class PaymentObserver:
         )
 
     def apply(
-        self, tx: Tx, registry: Registry, observation: Observation[_Seen], *, event_id: str
+        self, tx: Tx, registry: Registry, observation: Observed[_Seen], *, event_id: str
     ) -> Applied:
         """Move the purchase on what the provider said; a money claim goes to a human."""
         seen, saga_id = observation.value, observation.saga_id

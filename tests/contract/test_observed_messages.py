@@ -17,7 +17,7 @@ import pytest
 
 from saga import Application, Engine, Message, Registry, Route, by_saga_id
 from saga.codec import load_json
-from saga.core.inbox import Applied, Inbox, Observation
+from saga.core.inbox import Applied, Inbox, Observed
 from saga.core.sagas import fire_in
 from saga.examples.approvals import app as approvals_app
 from saga.examples.approvals import approval
@@ -41,7 +41,7 @@ class AskTheService:
         self.service = service
         self.outcome = outcome
 
-    def observe(self, engine: Any, saga_id: str, message: Message) -> Observation[str | None]:
+    def observe(self, engine: Any, saga_id: str, message: Message) -> Observed[str | None]:
         del engine
         self.service.asked.append(saga_id)
         if self.service.down:
@@ -51,7 +51,7 @@ class AskTheService:
         disagreements = (
             () if said == signer else (f"the message says {said}, the service {signer}",)
         )
-        return Observation(
+        return Observed(
             saga_id=saga_id,
             value=signer,
             evidence={"signer": signer},
@@ -59,7 +59,7 @@ class AskTheService:
         )
 
     def apply(
-        self, tx: Any, registry: Registry, observation: Observation[str | None], *, event_id: str
+        self, tx: Any, registry: Registry, observation: Observed[str | None], *, event_id: str
     ) -> Applied:
         if self.outcome is not None:
             return Applied(self.outcome)
