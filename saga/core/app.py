@@ -96,7 +96,8 @@ class Application:
         invariants: its rules for ``saga verify``, checked for an engine.
         figures: its own figures for ``saga stats`` (under ``"application"``).
         routes: its inbox routes: a message of a source and a type, correlated to
-            a saga, becomes a saga event (``engine.messages.deliver``).
+            a saga, becomes a saga event (``engine.messages.deliver``), or, when
+            the route observes, what its observer saw decides the effect.
         recon: its reconciliation: one :class:`~saga.ReconPolicy` (for every
             kind whose machine has the policy's state), or one per saga kind
             (``{"purchase": …, "payout": …}``): the state meaning "outcome
