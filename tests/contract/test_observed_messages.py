@@ -11,11 +11,13 @@ saga ask nobody.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from saga import Application, Engine, Message, Registry, Route, by_saga_id
+from saga.cli import main
 from saga.codec import load_json
 from saga.core.inbox import Applied, Inbox, Observed
 from saga.core.sagas import fire_in
@@ -23,6 +25,7 @@ from saga.examples.approvals import app as approvals_app
 from saga.examples.approvals import approval
 from saga.exceptions import ProviderUnavailable
 from tests.helpers import dump, scalar
+from tests.purchases import cli_json
 
 
 class SigningService:
@@ -201,3 +204,46 @@ def test_the_application_check_leaves_an_observed_route_s_event_to_its_observer(
     """No fixed event to check: an observed route passes the check its fixed routes get."""
     with Engine(sqlite_url, app=_app(service)) as engine:
         assert [] == engine.app.problems(engine)
+
+
+@pytest.fixture
+def shop(engine):
+    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    return engine
+
+
+def test_the_provider_s_events_take_either_door_into_one_inbox(shop, db_url, capsys):
+    """`webhook deliver` and `messages deliver --source provider` meet on one key."""
+    from tests.integration.test_webhook_endpoint import paid_at_provider
+
+    purchase, payment_id = paid_at_provider(shop)
+    event = {"payment_id": payment_id, "amount_minor": 4900, "currency": "EUR"}
+    code, shown = cli_json(
+        capsys,
+        *("messages", "deliver", "--source", "provider", "--type", "payment.succeeded"),
+        *("--event-id", "evt_1", "--payload", json.dumps(event), "--db", db_url),
+    )
+    assert (0, "applied", "confirmed") == (code, shown["outcome"], shown["state"])
+    assert {"found": True, "status": "succeeded"}.items() <= shown["evidence"]["observed"][
+        "payment"
+    ].items()
+    code, again = cli_json(
+        capsys,
+        *("webhook", "deliver", "--event-id", "evt_1", "--type", "payment.succeeded"),
+        *("--payment", payment_id, "--amount", "49.00", "--currency", "EUR", "--db", db_url),
+    )
+    assert (0, True, purchase.id) == (code, again["duplicate"], again["saga_id"])
+    assert 1 == scalar(shop, "SELECT count(*) FROM inbox_messages WHERE source = 'provider'")
+
+
+def test_a_malformed_provider_message_is_bad_input_and_records_nothing(shop, db_url, capsys):
+    """The route reads the provider's fields: one missing names itself, exit 2."""
+    code = main(
+        [
+            *("messages", "deliver", "--source", "provider", "--type", "payment.failed"),
+            *("--event-id", "evt_1", "--payload", '{"amount_minor": 1}', "--db", db_url),
+        ]
+    )
+    assert 2 == code
+    assert "payment_id" in capsys.readouterr().err
+    assert 0 == scalar(shop, "SELECT count(*) FROM inbox_messages")
