@@ -11,13 +11,10 @@ matched again when it comes again.  The machine absorbs late and
 out-of-order messages: final states ignore them, undeclared events change
 nothing (``not_applicable``).
 
-Observe before apply: a route may name an :class:`Observer`.  Its message is
-then only a hint: before anything is written the observer asks the source of
-truth about it, by key and outside any transaction (a failure records
-nothing, so the sender delivers again), and the effect rests on that
-:class:`Observed` alone; the observer's ``apply`` never sees the message's
-payload.  Where the payload said otherwise, the disagreement is kept as
-evidence beside the message (``evidence``), with what was observed.
+Observe before apply: a route may name an :class:`Observer`; its message is
+then a hint.  The observer asks the source of truth by key, outside any
+transaction, and the effect rests on what it :class:`Observed` alone; where
+the payload said otherwise, that is kept as evidence beside the message.
 """
 
 from __future__ import annotations
@@ -100,10 +97,9 @@ class Observer(Protocol[T]):
     """
     Observe before apply: ask the source of truth, then act on its answer only.
 
-    ``observe`` runs outside any transaction and may be slow or fail: raise
-    :class:`~saga.exceptions.ProviderUnavailable` and nothing is recorded (the
-    sender delivers again).  ``apply`` runs in the transaction that claims the
-    message; it gets the observation and the message's id, never its payload.
+    ``observe`` runs outside any transaction; raising (``ProviderUnavailable``)
+    records nothing, and the sender delivers again.  ``apply`` runs in the
+    transaction that claims the message, with the observation, never the payload.
     """
 
     def observe(self, engine: Context, saga_id: str, message: Message) -> Observed[T]:

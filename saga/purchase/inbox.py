@@ -187,7 +187,6 @@ class _Seen:
     """What the provider said, and what the event claimed (for a review's evidence only)."""
 
     truth: _Truth
-    refund: bool
     claimed: dict[str, Any]
     contradictions: tuple[str, ...]
     claims_money: bool
@@ -216,7 +215,7 @@ class PaymentObserver:
             raise ProviderUnavailable(operation=f"status of {key}", error=str(exc)) from exc
         truth = _Truth(payment, refunded, refund)
         contradictions, claims_money = _contradictions(event, truth)
-        seen = _Seen(truth, refund, event.payload(), tuple(contradictions), claims_money)
+        seen = _Seen(truth, event.payload(), tuple(contradictions), claims_money)
         return Observed(
             saga_id=saga_id,
             value=seen,
@@ -234,7 +233,7 @@ class PaymentObserver:
             review = open_review(
                 tx,
                 saga_id,
-                subject="refund" if seen.refund else "payment",
+                subject="refund" if seen.truth.asked_refund else "payment",
                 reason="event_contradicts_provider",
                 evidence={
                     "what": f"event {event_id} ({seen.claimed['type']}) claims money the provider "
@@ -249,11 +248,11 @@ class PaymentObserver:
         extra = {"event_id": event_id}
         cause = f"webhook {event_id}: provider status"
         result: Mapping[str, Any] = {"outcome": "absorbed"}
-        if seen.refund and seen.truth.refund is not None:
+        if seen.truth.asked_refund and seen.truth.refund is not None:
             result = apply_refund(
                 tx, registry, saga_id, seen.truth.refund, actor="provider", cause=cause, extra=extra
             )
-        elif not seen.refund and seen.truth.payment is not None:
+        elif not seen.truth.asked_refund and seen.truth.payment is not None:
             result = apply_payment(
                 tx,
                 registry,
@@ -316,14 +315,8 @@ class Inbox:
 
 def _delivery(event: ProviderEvent, delivered: Delivered) -> Delivery:
     if delivered.conflict:
-        return Delivery(
-            event.event_id,
-            "conflict",
-            delivered.saga_id,
-            state=delivered.state,
-            conflict=True,
-            detail=_CONFLICT,
-        )
+        saga_id, state = delivered.saga_id, delivered.state
+        return Delivery(event.event_id, "conflict", saga_id, state, conflict=True, detail=_CONFLICT)
     if delivered.outcome == "unmatched":
         unmatched = f"no purchase knows payment {event.payment_id}"
         return Delivery(event.event_id, "unmatched", detail=unmatched)
@@ -388,13 +381,6 @@ def _contradictions(event: ProviderEvent, truth: _Truth) -> tuple[list[str], boo
         )
         claim = True
     return found, claim
-
-
-def _state_of(tx: Tx, saga_id: str | None) -> str | None:
-    if saga_id is None:
-        return None
-    row = tx.one("get_saga", id=saga_id)
-    return None if row is None else str(row["state"])
 
 
 def _find_purchase(tx: Tx, event: ProviderEvent) -> str | None:
