@@ -84,6 +84,7 @@ def receive_in(tx: Tx, consumer: Consumer, event: Event) -> Received:
         type=event.type,
         digest=fingerprint,
         payload=dump_json(body),
+        via=None,
     )
     if claimed is None:
         seen = tx.one("get_message", source=consumer.source, event_id=event.id)
@@ -105,5 +106,6 @@ def receive_in(tx: Tx, consumer: Consumer, event: Event) -> Received:
         saga_id=None,
         outcome="applied",
         detail=None,
+        evidence=None,
     )
     return "applied"

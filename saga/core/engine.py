@@ -93,7 +93,7 @@ class Engine:
         self.registry = app.wired_registry()
         self.sagas = Sagas(self.db, self.registry)
         self.instances = Instances(self.db, self.registry, self.sagas, context=self)
-        self.messages = Inbox(self.db, self.registry, app.routes)
+        self.messages = Inbox(self.db, self.registry, app.routes, context=self)
         self._services = dict(app.services(self))
         # A policy's own judge; else the older form, the service named "judge".
         fallback = self._services.get("judge")

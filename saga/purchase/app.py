@@ -30,7 +30,7 @@ from saga.exceptions import InvalidInput
 from saga.purchase.catalogue import Catalogue
 from saga.purchase.cli import COMMANDS
 from saga.purchase.events import PURCHASE_EVENTS, SALES
-from saga.purchase.inbox import Inbox, messages_of
+from saga.purchase.inbox import ROUTES, Inbox
 from saga.purchase.purchases import Purchases, SeatHook
 from saga.purchase.recon import PURCHASE_RECON, PaymentJudge, payment_checker
 from saga.purchase.steps import (
@@ -52,8 +52,8 @@ if TYPE_CHECKING:
     from steps import PaymentProvider
 
 SANDBOX_URL_ENV: Final = "SAGA_SANDBOX_DATABASE_URL"
-# Its tables (catalogue, purchases, money, access, the provider's inbox) and
-# their queries, in sql/purchase/: shipped with the engine, versioned apart.
+# Its tables (catalogue, purchases, money, access) and their queries, in
+# sql/purchase/: shipped with the engine, versioned apart.
 PURCHASE_SQL: Final = SqlComponent.bundled("purchase")
 # Steps queued by the purchase's own code, not by entering a state (and the
 # grant jobs of databases from before access came with the confirmation).
@@ -178,7 +178,7 @@ def payment_services(
             "provider_getter": payments.provider_getter,
             "catalogue": Catalogue(engine.db),
             "purchases": Purchases(engine.db, engine.sagas),
-            "inbox": Inbox(engine.db, engine.registry, payments.provider_getter),
+            "inbox": Inbox(engine, payments.provider_getter),
         }
 
     return services
@@ -299,7 +299,7 @@ def purchase_app(
         sql=PURCHASE_SQL,
         consumers=(SALES,),
         webhooks=webhooks,
-        messages=messages_of,
+        routes=ROUTES,
         money=money_of,
         commands=PURCHASE_COMMANDS,
     )

@@ -297,7 +297,10 @@ class Weather:
         rows = self.engine.db.transaction(
             lambda tx: tx.all("chaos_delivered_events", limit=200), write=False
         )
-        events = [_event(row["event_id"], load_json(row["payload"])) for row in rows]
+        events = [
+            _event(row["event_id"], row["type"], load_json(row["payload"])["payload"])
+            for row in rows
+        ]
         chosen = self.rng.sample(events, min(how_many, len(events)))
         chosen += self._forged
         self._forged = []
@@ -323,10 +326,10 @@ class Weather:
         return done
 
 
-def _event(event_id: str, body: dict[str, Any]) -> ProviderEvent:
+def _event(event_id: str, type_: str, body: dict[str, Any]) -> ProviderEvent:
     return ProviderEvent(
         event_id=event_id,
-        type=body["type"],
+        type=type_,
         payment_id=body["payment_id"],
         amount_minor=body.get("amount_minor"),
         currency=body.get("currency"),

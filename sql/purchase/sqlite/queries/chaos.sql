@@ -3,10 +3,10 @@
 -- events the outbox holds (to find any the consumer never received).
 
 -- name: chaos_delivered_events
--- The provider's events the inbox took, newest first.
-SELECT event_id, payload
-FROM inbox
-WHERE source = 'sandbox'
+-- The provider's events the engine's inbox took from the sandbox, newest first.
+SELECT event_id, type, payload
+FROM inbox_messages
+WHERE source = 'provider' AND via = 'sandbox'
 ORDER BY received_at DESC
 LIMIT :limit;
 
