@@ -117,6 +117,20 @@ def test_an_action_joins_only_a_group_of_the_engines(monkeypatch, capsys):
     )
 
 
+def test_a_command_declared_twice_is_refused(monkeypatch, capsys):
+    def twice():
+        made = commands_app.app()
+        return dataclasses.replace(
+            made, commands=Commands(commands=(*made.commands.commands, made.commands.commands[0]))
+        )
+
+    monkeypatch.setattr(commands_app, "twice", twice, raising=False)
+    assert 2 == main(["--app", "tests.commands_app:twice", "--help"])
+    assert "--app: the tallies application's command 'open' is declared 2 times" in (
+        capsys.readouterr().err
+    )
+
+
 def test_a_command_gives_run_or_register():
     with pytest.raises(ValueError, match="give run"):
         Command(name="neither")
