@@ -184,10 +184,13 @@ def _parsed(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Leaf]] |
 
 def _check_names(app: Application) -> None:
     """An application's command may not take an engine's name, nor join one that has no actions."""
+    names = app.commands.names()
     for command in app.commands.commands:
         name = command.name
         group, _, action = name.partition(" ")
-        if not action and name in COMMAND_MODULES:
+        if names.count(name) > 1:
+            problem = f"command {name!r} is declared {names.count(name)} times"
+        elif not action and name in COMMAND_MODULES:
             problem = f"command {name!r} has the name of one of the engine's"
         elif action and (group not in _GROUPS or " " in action or command.register is None):
             problem = (

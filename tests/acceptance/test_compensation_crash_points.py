@@ -15,10 +15,11 @@ import pytest
 import sqlalchemy as sa
 
 from saga import Engine, verify
-from saga.core.faults import CRASH_POINTS, EXIT_CODE
+from saga.core.faults import EXIT_CODE
 from saga.core.supervisor import builtin_handlers
 from saga.core.worker import Worker
 from saga.examples.approvals import app as approval_app
+from saga.purchase.faults import CRASH_POINTS
 from saga.testing import run_due
 from tests.helpers import engine_on, expire_lease, rows, wait_until
 

@@ -117,6 +117,52 @@ def test_an_action_joins_only_a_group_of_the_engines(monkeypatch, capsys):
     )
 
 
+def test_a_command_declared_twice_is_refused(monkeypatch, capsys):
+    def twice():
+        made = commands_app.app()
+        return dataclasses.replace(
+            made, commands=Commands(commands=(*made.commands.commands, made.commands.commands[0]))
+        )
+
+    monkeypatch.setattr(commands_app, "twice", twice, raising=False)
+    assert 2 == main(["--app", "tests.commands_app:twice", "--help"])
+    assert "--app: the tallies application's command 'open' is declared 2 times" in (
+        capsys.readouterr().err
+    )
+
+
 def test_a_command_gives_run_or_register():
     with pytest.raises(ValueError, match="give run"):
         Command(name="neither")
+
+
+def test_the_worker_hands_the_applications_options_to_its_processes(db_url, monkeypatch, capsys):
+    """Each worker process loads `--app` and configures it with the same values."""
+    seen = []
+
+    class Stopped(Exception):
+        pass
+
+    class Recording:
+        def __init__(self, options, concurrency):
+            seen.append(options)
+            self.restarts = 0
+
+        def run(self):
+            raise Stopped
+
+    with engine_on(db_url, app=commands_app.app()):
+        pass
+    monkeypatch.setattr("saga.core.supervisor.Supervisor", Recording)
+    argv = ["--app", MINE, "--db", db_url, "worker", "--burst", "--label", "abacus"]
+    assert 1 == main(argv)  # the recording supervisor stops there
+    assert "Stopped" in capsys.readouterr().err
+    assert (("label", "abacus"),) == seen[0].app_options
+
+
+def test_an_application_configured_keeps_its_commands_and_ignores_others_values():
+    app = commands_app.app()
+    configured = app.configured({"label": "abacus", "sandbox_db": "sqlite:///x.db"})
+    assert configured.commands is app.commands
+    assert "abacus" == configured.services(None)["label"]
+    assert configured.configured({"label": None}).services(None)["label"] == "tally"
