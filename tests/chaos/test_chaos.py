@@ -23,7 +23,8 @@ from tests.broker import BROKER_URL, require_broker
 
 BROKEN = Path(__file__).parent / "broken"
 
-pytestmark = pytest.mark.timeout(900)
+# Every test here is the chaos harness or its plan; the runs themselves are slow.
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 
 
 def chaos(url, *args, variant=None, timeout=840):
@@ -47,6 +48,8 @@ def chaos(url, *args, variant=None, timeout=840):
     return done.returncode, report, done.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.broker
 def test_the_short_tier_on_postgresql_with_the_broker_ends_with_no_violation(postgres_url):
     """About 500 purchases, 2 workers, a fault every few seconds: nothing breaks."""
     require_broker()
@@ -67,6 +70,7 @@ def test_the_short_tier_on_postgresql_with_the_broker_ends_with_no_violation(pos
     assert report["purchases"]["accepted"] > 0
 
 
+@pytest.mark.slow
 def test_a_run_on_the_embedded_default_ends_with_no_violation(tmp_path):
     """SQLite: no sessions to end and no broker, the same checks."""
     code, report, _ = chaos(
@@ -174,6 +178,7 @@ VARIANTS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", sorted(VARIANTS))
 def test_the_harness_catches_the_engine_broken_on_purpose(postgres_url, variant):
     """Each guard removed makes the run fail, on the check that guards it."""

@@ -207,6 +207,7 @@ def test_replay_all_needs_yes_when_not_interactive(shop, db_url, capsys, monkeyp
     assert "pending" == scalar(shop, "SELECT state FROM jobs WHERE id = 'dead'")
 
 
+@pytest.mark.postgres
 def test_db_upgrade_creates_a_missing_postgres_schema(capsys):
     """A search_path naming a schema that does not exist yet: db upgrade creates it."""
     require_postgres()

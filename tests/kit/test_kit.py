@@ -23,6 +23,7 @@ def test_the_approval_saga_passes_the_kit():
     print(f"approval: {time.monotonic() - started:.1f} s")
 
 
+@pytest.mark.postgres
 def test_the_kit_runs_on_postgresql_by_url():
     """The same test on PostgreSQL: a schema per example, none left behind."""
     require_postgres()
