@@ -416,6 +416,7 @@ def http(host, port, method, path, *, body=None, headers=None):
         connection.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("extra", "secure"), [((), False), (("--trusted-proxy", "127.0.0.1"), True)]
 )
@@ -443,6 +444,7 @@ def test_the_session_cookie_is_secure_behind_a_trusted_tls_proxy(shop, extra, se
     assert secure == ("Secure" in session)
 
 
+@pytest.mark.slow
 def test_a_body_over_the_limit_is_refused_before_it_is_read(shop):
     """413 from the declared length alone: the server does not wait for (or buffer) 500 MB."""
     with console_process(shop) as (host, port), socket.create_connection((host, port)) as conn:
@@ -519,6 +521,7 @@ def attempts_of(shop, outcome):
     )
 
 
+@pytest.mark.slow
 def test_thirty_wrong_passwords_then_the_right_one_is_refused_until_the_window_passes(
     shop, browser
 ):
@@ -545,6 +548,7 @@ def test_thirty_wrong_passwords_then_the_right_one_is_refused_until_the_window_p
     )
 
 
+@pytest.mark.slow
 def test_the_throttle_counts_failures_from_one_address_across_names(shop, monkeypatch):
     """Unknown names from one address up to its limit: ann is refused from there only."""
     from saga.core.operators import Throttle
@@ -560,6 +564,7 @@ def test_the_throttle_counts_failures_from_one_address_across_names(shop, monkey
     assert 302 == sign_in(colleague).status_code
 
 
+@pytest.mark.slow
 def test_the_throttle_is_shared_by_every_console_process(shop):
     """Failures through one console application count in another on the same database."""
     first = create_app(shop, console=True).test_client()
@@ -569,6 +574,7 @@ def test_the_throttle_is_shared_by_every_console_process(shop):
     assert 429 == sign_in(second).status_code
 
 
+@pytest.mark.slow
 def test_without_the_throttle_the_right_password_gets_in(shop, browser, monkeypatch):
     """The guard broken (a limit no one reaches): the test above would see the session."""
     from saga.core.operators import Throttle
