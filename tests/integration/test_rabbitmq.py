@@ -295,6 +295,7 @@ def test_a_consumer_that_dies_before_its_ack_gets_the_message_again_and_applies_
     assert 2 == projected["intensives"]["py"]["seats_sold"]
 
 
+@pytest.mark.slow
 def test_the_same_event_id_with_other_content_is_a_conflict_at_the_consumer(shop, broker, capsys):
     """A forged copy of a delivered event is recorded, and the figures do not move."""
     queue = broker.queue("sales")
