@@ -19,7 +19,8 @@ from saga.purchase.chaos_mutants import ONLY_ON
 from saga.purchase.chaos_plan import ChaosPlan
 from tests.broker import BROKER_URL, require_broker
 
-pytestmark = pytest.mark.timeout(900)
+# Every test here is the chaos harness or its plan; the runs themselves are slow.
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 
 
 def chaos(url, *args, mutant=None, timeout=840):
@@ -42,6 +43,8 @@ def chaos(url, *args, mutant=None, timeout=840):
     return done.returncode, report, done.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.broker
 def test_the_short_tier_on_postgresql_with_the_broker_ends_with_no_violation(postgres_url):
     """About 500 purchases, 2 workers, a fault every few seconds: nothing breaks."""
     require_broker()
@@ -62,6 +65,7 @@ def test_the_short_tier_on_postgresql_with_the_broker_ends_with_no_violation(pos
     assert report["purchases"]["accepted"] > 0
 
 
+@pytest.mark.slow
 def test_a_run_on_the_embedded_default_ends_with_no_violation(tmp_path):
     """SQLite: no sessions to end and no broker, the same checks."""
     code, report, _ = chaos(

@@ -39,7 +39,7 @@ from saga.purchase.inbox import ProviderEvent
 from saga.testing import SagaClock
 from tests.conftest import PostgresSchema, require_postgres
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 
 WORKER_POINTS = tuple(
     p for p in CRASH_POINTS if not p.startswith(("relay.", "consumer.", "accept."))

@@ -416,6 +416,7 @@ def http(host, port, method, path, *, body=None, headers=None):
         connection.close()
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("extra", "secure"), [((), False), (("--trusted-proxy", "127.0.0.1"), True)]
 )
@@ -443,6 +444,7 @@ def test_the_session_cookie_is_secure_behind_a_trusted_tls_proxy(shop, extra, se
     assert secure == ("Secure" in session)
 
 
+@pytest.mark.slow
 def test_a_body_over_the_limit_is_refused_before_it_is_read(shop):
     """413 from the declared length alone: the server does not wait for (or buffer) 500 MB."""
     with console_process(shop) as (host, port), socket.create_connection((host, port)) as conn:

@@ -45,6 +45,7 @@ def attempts_of(shop, outcome):
     )
 
 
+@pytest.mark.slow
 def test_thirty_wrong_passwords_then_the_right_one_is_refused_until_the_window_passes(
     shop, browser
 ):
@@ -71,6 +72,7 @@ def test_thirty_wrong_passwords_then_the_right_one_is_refused_until_the_window_p
     )
 
 
+@pytest.mark.slow
 def test_the_throttle_counts_failures_from_one_address_across_names(shop, monkeypatch):
     """Unknown names from one address up to its limit: ann is refused from there only."""
     from saga.core.operators import Throttle
@@ -86,6 +88,7 @@ def test_the_throttle_counts_failures_from_one_address_across_names(shop, monkey
     assert 302 == sign_in(colleague).status_code
 
 
+@pytest.mark.slow
 def test_the_throttle_is_shared_by_every_console_process(shop):
     """Failures through one console application count in another on the same database."""
     first = create_app(shop, console=True).test_client()
@@ -95,6 +98,7 @@ def test_the_throttle_is_shared_by_every_console_process(shop):
     assert 429 == sign_in(second).status_code
 
 
+@pytest.mark.slow
 def test_without_the_throttle_the_right_password_gets_in(shop, browser, monkeypatch):
     """The guard broken (a limit no one reaches): the test above would see the session."""
     from saga.core.operators import Throttle
@@ -175,6 +179,7 @@ def test_saga_operator_sign_ins_lists_the_attempts(shop, browser, capsys):
     assert 2 == main(["operator", "sign-ins", "--limit", "0", "--db", url])
 
 
+@pytest.mark.slow
 def test_concurrent_wrong_passwords_reach_the_check_at_most_the_limit(shop):
     """Twelve at once (threads, one database): at most the limit are checked, the rest throttled."""
     import threading
