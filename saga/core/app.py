@@ -36,7 +36,7 @@ from saga.core.money import MoneySummary, no_money
 from saga.core.recon import ReconHook, ReconPolicy
 from saga.core.sagas import Context, Registry, SagaType
 from saga.core.sqlfiles import DIALECTS, ENGINE
-from saga.exceptions import ApplicationError, ApplicationLoadFailed, InvalidInput, NotFound
+from saga.exceptions import ApplicationLoadFailed, InvalidInput, NotFound
 from state_machine import RECONCILIATION, ROUTE
 
 if TYPE_CHECKING:
@@ -346,16 +346,6 @@ class Application:
             if consumer.name == name:
                 return consumer
         raise NotFound(kind=f"consumer of the {self.name} application", key=name)
-
-    def check(self, engine: Context) -> None:
-        """Raise :class:`~saga.exceptions.ApplicationError` listing every problem."""
-        found = self.problems(engine)
-        if found:
-            raise ApplicationError(application=self.name, problems=found)
-        # Jobs are accepted with the attempts of the kind that runs them.
-        kinds = self.job_kinds(engine)
-        for saga_type in self.registry:
-            saga_type.learn_attempts(kinds)
 
     def configured(self, values: Mapping[str, str | None]) -> Application:
         """

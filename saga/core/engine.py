@@ -114,6 +114,11 @@ class Engine:
         found = app.problems(self) + judge_problems(judges)
         if found:
             raise ApplicationError(application=app.name, problems=found)
+        # Jobs are accepted with the attempts of the kind that runs them (a
+        # factory's kinds exist only now, for this engine).
+        kinds = app.job_kinds(self)
+        for saga_type in self.registry:
+            saga_type.learn_attempts(kinds)
 
     def __repr__(self) -> str:
         return f"<Engine {self.app.name} on {self.db!r}>"
