@@ -33,7 +33,8 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     from saga.core.faults import CRASH_POINTS, crash_point
     from saga.core.fleet import FleetReport, WorkerFleet
     from saga.core.handlers import Apply, Handlers, JobKind, Step, classify_error, error_text
-    from saga.core.inbox import Message, Route, by_saga_id
+    from saga.core.inbox import Applied, Message, Observed, Route, by_saga_id
+    from saga.core.inbox import Delivery as Delivered
     from saga.core.invariants import Invariant, Report
     from saga.core.jobs import NewJob, enqueue_in
     from saga.core.logs import get_logger
@@ -132,6 +133,9 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Judge": ("saga.core.recon", "Judge"),
     "Machine": ("state_machine", "Machine"),
     "Message": ("saga.core.inbox", "Message"),
+    "Applied": ("saga.core.inbox", "Applied"),
+    "Observed": ("saga.core.inbox", "Observed"),
+    "Delivered": ("saga.core.inbox", "Delivery"),
     "MoneySummary": ("saga.core.money", "MoneySummary"),
     "Movement": ("saga.core.money", "Movement"),
     "NewJob": ("saga.core.jobs", "NewJob"),
@@ -227,6 +231,7 @@ __all__ = [
     "STEP",
     "TIMER",
     "Application",
+    "Applied",
     "Apply",
     "Backoff",
     "Change",
@@ -238,6 +243,7 @@ __all__ = [
     "DeadLetterFilter",
     "DeadLetters",
     "Decision",
+    "Delivered",
     "Emit",
     "Engine",
     "Event",
@@ -254,6 +260,7 @@ __all__ = [
     "Movement",
     "NewJob",
     "Observation",
+    "Observed",
     "Outage",
     "OutcomeUnknown",
     "PermanentError",

@@ -253,7 +253,8 @@ class DatabaseMissing(NotFound):
     def __init__(self, *, path: str, field: str = "db") -> None:
         self.path = path
         self.field = field
-        option = "--sandbox-db" if field == "sandbox_db" else "--db"
+        # The option naming that database: --db, or the application's (its field, dashed).
+        option = "--" + field.replace("_", "-")
         SagaError.__init__(
             self,
             f"no database at {path} (check {option}; a read never creates one, "

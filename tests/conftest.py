@@ -115,6 +115,24 @@ def engine(db_url: str) -> Iterator[Engine]:
         yield eng
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark what needs a server by the fixtures it asks for, so `-m` can leave it out.
+
+    ``postgres``: the test takes ``postgres_url``, or one of its parameters is
+    the backend ``"postgres"`` (``db_url``, ``backend``, a module's scenario).
+    ``broker``: it takes the ``broker`` or ``outage`` fixture.  A test that
+    reaches a server by other means carries the marker itself.
+    """
+    for item in items:
+        names = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params.values() if callspec is not None else ()
+        if "postgres_url" in names or "postgres" in params:
+            item.add_marker(pytest.mark.postgres)
+        if names & {"broker", "outage"}:
+            item.add_marker(pytest.mark.broker)
+
+
 @pytest.fixture(autouse=True)
 def _fresh_logging():
     """The CLI configures structlog for the process; give every test the defaults back."""

@@ -18,6 +18,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CONTINUES = "# continues the example above"
+# docs/testing.md runs the hypothesis kit for tens of seconds: the slow tier runs it.
+BY_COST = [
+    pytest.param(p, marks=pytest.mark.slow) if p.name == "testing.md" else p for p in DOCUMENTS
+]
 
 
 def python_blocks(path):
@@ -38,7 +42,7 @@ def run_blocks(path, blocks, folder):
         exec(compile(block, f"{path} (python block {number})", "exec"), namespace)  # noqa: S102
 
 
-@pytest.mark.parametrize("path", DOCUMENTS, ids=lambda p: p.relative_to(ROOT).as_posix())
+@pytest.mark.parametrize("path", BY_COST, ids=lambda p: p.relative_to(ROOT).as_posix())
 def test_python_blocks_run(path, monkeypatch, tmp_path):
     """Every Python example in the documentation runs as written, on its own."""
     blocks = python_blocks(path)

@@ -8,8 +8,7 @@ under the key it is given, so that the provider is not what is measured.
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from saga.purchase.app import purchase_app
 from steps import PermanentError, ProviderPayment, ProviderRefund
@@ -57,10 +56,4 @@ class InstantProvider:
 
 def app() -> Application:
     """The purchase application with the instant provider."""
-    base = purchase_app()
-
-    def services(engine: Any) -> Any:
-        engine.options["provider"] = InstantProvider()
-        return base.services(engine)
-
-    return dataclasses.replace(base, services=services)
+    return purchase_app(provider=InstantProvider())

@@ -22,6 +22,7 @@ from saga.exceptions import (
 )
 
 if TYPE_CHECKING:
+    from saga.core.app import Application
     from saga.core.engine import Engine
 
 EXIT_OK: Final = 0
@@ -33,7 +34,6 @@ EXIT_NOT_FOUND: Final = 4
 Handler = Callable[[argparse.Namespace, "Output"], int]
 _GLOBAL_FLAGS: Final = {
     "db": "--db",
-    "sandbox_db": "--sandbox-db",
     "app": "--app",
     "broker": "--broker",
     "exchange": "--exchange",
@@ -63,18 +63,11 @@ def add_common_options(parser: argparse.ArgumentParser, *, top_level: bool) -> N
         help="database URL (default: $SAGA_DATABASE_URL, else sqlite:///saga.db)",
     )
     parser.add_argument(
-        "--sandbox-db",
-        metavar="URL",
-        default=default,
-        help="the sandbox payment provider's database (default: $SAGA_SANDBOX_DATABASE_URL, "
-        "else derived from --db)",
-    )
-    parser.add_argument(
         "--app",
         metavar="MODULE:NAME",
         default=default,
-        help="the application: its saga kinds, steps, jobs and invariants "
-        "(default: $SAGA_APP, else the purchase of a paid intensive)",
+        help="the application: its saga kinds, steps, jobs, invariants and commands "
+        "(default: $SAGA_APP, else the reference application named in saga.settings)",
     )
     parser.add_argument(
         "--json",
@@ -194,28 +187,51 @@ def open_engine(
     """
     # Imported here, not at the top: `saga --help` and argument errors answer
     # without loading SQLAlchemy and the drivers.
-    from saga.core.app import load_app
     from saga.core.engine import Engine, default_url
 
     return Engine(
         default_url() if args.db is None else args.db,
-        app=load_app(getattr(args, "app", None)),
-        sandbox_url=getattr(args, "sandbox_db", None),
+        app=application(args),
         check_schema=check_schema,
         create=create,
     )
 
 
+def application(args: argparse.Namespace) -> Application:
+    """The application the command runs: loaded before parsing, given its options."""
+    from saga.core.app import load_app
+
+    loaded: Application | None = getattr(args, "loaded_app", None)
+    if loaded is not None:
+        return loaded  # `run` gave it its options
+    app = load_app(getattr(args, "app", None))
+    return app.configured(vars(args))
+
+
 def run(command: Command, args: argparse.Namespace, output: Output) -> int:
     """Run a command and turn the engine's errors into the contract's exit codes."""
-    try:
-        _check_sandbox_db(args)
+    loaded: Application | None = getattr(args, "loaded_app", None)
+    own = {} if loaded is None else loaded.commands.flags()
+
+    def configured_then_run() -> int:
+        if loaded is not None:
+            # Its options checked before any command runs (exit 2 naming one).
+            args.loaded_app = loaded.configured(vars(args))
         return command.handler(args, output)
+
+    return guarded(configured_then_run, output, {**_GLOBAL_FLAGS, **own, **command.flags})
+
+
+def guarded(
+    work: Callable[[], int], output: Output, flags: Mapping[str, str] = _GLOBAL_FLAGS
+) -> int:
+    """``work()``, the engine's errors turned into the contract's exit codes."""
+    try:
+        return work()
     except InvalidInput as exc:
         if isinstance(exc, ApplicationLoadFailed):
             output.err.write(exc.traceback)  # the user's code failed: show them where
-        flag = command.flags.get(exc.field, _GLOBAL_FLAGS.get(exc.field, exc.field))
-        output.error(f"{flag}: {exc.problem}")
+        output.error(f"{flags.get(exc.field, exc.field)}: {exc.problem}")
         return EXIT_USAGE
     except ConflictError as exc:
         output.error(exc.message)
@@ -226,21 +242,6 @@ def run(command: Command, args: argparse.Namespace, output: Output) -> int:
     except SagaError as exc:
         output.error(exc.message)
         return EXIT_ERROR
-
-
-def _check_sandbox_db(args: argparse.Namespace) -> None:
-    """
-    ``--sandbox-db``, checked before any command runs (exit 2 naming it).
-
-    The sandbox opens lazily, when a command first asks the provider: a bad
-    URL would otherwise pass unseen through the commands that never do (a
-    listing), or surface as a broken invariant (``verify``, exit 1).
-    """
-    url = getattr(args, "sandbox_db", None)
-    if url is not None:
-        from saga.core.db import normalize_url
-
-        normalize_url(url, field="sandbox_db")
 
 
 def positive_float(text: str) -> float:

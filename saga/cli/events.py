@@ -76,7 +76,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     consumer = subparsers.add_parser(
         "consume", help="run one of the application's consumers of published events"
     )
-    consumer.add_argument("consumer", metavar="NAME", help="the consumer (the purchase: sales)")
+    consumer.add_argument("consumer", metavar="NAME", help="one of the application's consumers")
     consumer.add_argument(
         "--queue", metavar="Q", help="its durable queue (default: <application>.<NAME>)"
     )

@@ -26,7 +26,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--kind",
         default=None,
         metavar="KIND",
-        help="a saga kind of the application (default: its first; the purchase)",
+        help="a saga kind of the application (default: its first)",
     )
     which.add_argument(
         "--machine",

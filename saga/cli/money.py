@@ -1,4 +1,4 @@
-"""The money of a saga as the CLI prints it (``purchase show``, ``recon show``)."""
+"""The money of a saga as the CLI prints it (``recon show``, and an application's commands)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``saga webhook deliver|serve``, ``saga recon …``, ``saga sandbox ledger`` and ``saga verify``."""
+"""``saga webhook …``, ``saga recon …``, ``saga console``, ``saga operator …``, ``saga verify``."""
 
 from __future__ import annotations
 
@@ -6,9 +6,7 @@ from typing import TYPE_CHECKING
 
 from saga.cli import web
 from saga.cli.common import (
-    EXIT_CONFLICT,
     EXIT_ERROR,
-    EXIT_NOT_FOUND,
     EXIT_OK,
     Command,
     Output,
@@ -26,11 +24,7 @@ if TYPE_CHECKING:
     from saga.core.recon import ReconItem
 
 FLAGS = {
-    "event_id": "--event-id",
-    "type": "--type",
-    "payment_id": "--payment",
     "amount": "--amount",
-    "currency": "--currency",
     "item_id": "ID",
     "operator": "--operator",
     "outcome": "--outcome",
@@ -43,21 +37,9 @@ FLAGS = {
 
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
-    """Add ``webhook``, ``recon``, ``sandbox`` and ``verify``."""
-    from steps.purchase import PROVIDER_EVENTS as EVENTS
-
+    """Add ``webhook``, ``recon``, ``console``, ``operator`` and ``verify``."""
     webhook = subparsers.add_parser("webhook", help="provider events into the inbox")
     hooks = webhook.add_subparsers(dest="action", metavar="ACTION", required=True)
-    deliver = hooks.add_parser("deliver", help="deliver one provider event (deduplicated by id)")
-    deliver.add_argument(
-        "--event-id", required=True, metavar="E", help="the event's id at the provider"
-    )
-    deliver.add_argument("--type", required=True, metavar="T", help=", ".join(EVENTS))
-    deliver.add_argument("--payment", required=True, metavar="ID", help="the provider's payment id")
-    deliver.add_argument("--amount", metavar="A", help="amount charged, e.g. 49.90")
-    deliver.add_argument("--currency", metavar="C", help="ISO 4217 code of --amount, e.g. EUR")
-    deliver.add_argument("--refund", metavar="ID", help="the provider's refund id (refund events)")
-    add_common_options(deliver, top_level=False)
     web.add_serve_parser(hooks)
 
     recon = subparsers.add_parser("recon", help="the reconciliation queue")
@@ -102,8 +84,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "--outcome",
         required=True,
         metavar="O",
-        help="one of the application's outcomes (the purchase: paid | not_paid | refund | "
-        "refunded), or reviewed for a review item",
+        help="one of the outcomes of the saga kind's reconciliation policy "
+        "(paid | not_paid, say), or reviewed for a review item",
     )
     resolve.add_argument(
         "--external-ref",
@@ -114,7 +96,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     resolve.add_argument(
         "--amount",
         metavar="A",
-        help="the external movement's amount in the purchase's currency "
+        help="the external movement's amount in the saga's currency "
         "(default: the price, or the money held)",
     )
     resolve.add_argument(
@@ -129,18 +111,12 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     )
     add_common_options(resolve, top_level=False)
 
-    sandbox = subparsers.add_parser("sandbox", help="the sandbox payment provider")
-    sandbox_commands = sandbox.add_subparsers(dest="action", metavar="ACTION", required=True)
-    ledger = sandbox_commands.add_parser("ledger", help="its charges and refunds")
-    add_common_options(ledger, top_level=False)
-
     web.add_console_parsers(subparsers)
 
     check = subparsers.add_parser("verify", help="check every invariant; exit 0 only if all hold")
     add_common_options(check, top_level=False)
 
     return {
-        "webhook deliver": Command(_deliver, FLAGS),
         "webhook serve": Command(web.serve_command, web.FLAGS),
         "webhook refusals": Command(web.refusals_command, web.FLAGS),
         "console": Command(web.console_command, web.FLAGS),
@@ -152,52 +128,8 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
         "recon show": Command(_recon_show, FLAGS),
         "recon assign": Command(_recon_assign, FLAGS),
         "recon resolve": Command(_recon_resolve, FLAGS),
-        "sandbox ledger": Command(_ledger, FLAGS),
         "verify": Command(_verify, FLAGS),
     }
-
-
-def _deliver(args: argparse.Namespace, out: Output) -> int:
-    from saga.purchase import money as _money
-    from saga.purchase.inbox import ProviderEvent
-
-    amount = None
-    if args.amount is not None:
-        currency = _money.currency(args.currency)
-        amount = _money.parse_amount(args.amount, currency, field="amount")
-    event = ProviderEvent(
-        event_id=args.event_id,
-        type=args.type,
-        payment_id=args.payment,
-        amount_minor=amount,
-        currency=args.currency,
-        refund_id=args.refund,
-    )
-    with open_engine(args) as engine:
-        delivery = engine.services.inbox.deliver(event, source="cli")
-    if out.as_json:
-        out.json(delivery.to_json())
-    elif delivery.conflict:
-        pass
-    else:
-        seen = " (duplicate: already delivered)" if delivery.duplicate else ""
-        where = f" -> purchase {delivery.saga_id} ({delivery.state})" if delivery.saga_id else ""
-        out.line(f"event {delivery.event_id}: {delivery.outcome}{seen}{where}")
-        for contradiction in delivery.contradictions:
-            out.line(f"  the provider disagrees: {contradiction}")
-        if delivery.review_item:
-            out.line(f"  evidence kept for review: item {delivery.review_item}")
-    if delivery.conflict:
-        out.error(f"event {delivery.event_id}: {delivery.detail}")
-        return EXIT_CONFLICT
-    if delivery.outcome == "unmatched":
-        # Not found: a sender retries, and the inbox matches the event again then.
-        out.error(
-            f"event {delivery.event_id}: {delivery.detail}; recorded, deliver it again "
-            "once the payment is known"
-        )
-        return EXIT_NOT_FOUND
-    return EXIT_OK
 
 
 def _recon_list(args: argparse.Namespace, out: Output) -> int:
@@ -212,7 +144,7 @@ def _recon_list(args: argparse.Namespace, out: Output) -> int:
     out.table(
         (
             "ID",
-            "PURCHASE",
+            "SAGA",
             "KIND",
             "STATUS",
             "REASON",
@@ -242,12 +174,13 @@ def _recon_list(args: argparse.Namespace, out: Output) -> int:
 def _recon_show(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args, create=False) as engine:
         item, events = engine.recon.show(args.id)
+        saga_kind = engine.sagas.get(item.saga_id).kind
         money = summary_of(engine, item.saga_id)
     if out.as_json:
         shown = None if money is None else money.to_json()
         out.json({**item.to_json(), "money": shown, "events": events})
         return EXIT_OK
-    _describe(out, item)
+    _describe(out, item, saga_kind)
     print_money(out, money)
     out.line("events:")
     for entry in events:
@@ -306,10 +239,10 @@ def _recon_resolve(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def _describe(out: Output, item: ReconItem) -> None:
+def _describe(out: Output, item: ReconItem, saga_kind: str) -> None:
     out.line(f"item {item.id} ({item.status}, version {item.version})")
     for label, value in (
-        ("purchase", item.saga_id),
+        (saga_kind, item.saga_id),
         ("subject", item.subject),
         ("reason", item.reason),
         ("owner", item.owner),
@@ -325,55 +258,6 @@ def _describe(out: Output, item: ReconItem) -> None:
     ):
         out.line(f"  {label + ':':<16}{'-' if value is None else value}")
     out.line(f"  evidence:       {item.evidence}")
-
-
-def _ledger(args: argparse.Namespace, out: Output) -> int:
-    from saga.purchase.money import format_minor
-
-    with open_engine(args, create=False) as engine:
-        ledger = engine.services.sandbox.ledger()
-    charges = [
-        {
-            "payment_id": c["payment_id"],
-            "key": c["key"],
-            "amount": format_minor(int(c["charged_minor"] or c["amount_minor"]), c["currency"]),
-            "currency": c["currency"],
-            "status": c["status"],
-            "reference": c["reference"],
-            "method": c["method"],
-            "requested_amount": format_minor(int(c["amount_minor"]), c["currency"]),
-        }
-        for c in ledger["charges"]
-    ]
-    currencies = {c["payment_id"]: c["currency"] for c in ledger["charges"]}
-    refunds = [
-        {
-            "refund_id": r["refund_id"],
-            "payment_id": r["payment_id"],
-            "key": r["key"],
-            "amount": format_minor(int(r["amount_minor"]), currencies.get(r["payment_id"], "EUR")),
-            "status": r["status"],
-            "reference": r["reference"],
-        }
-        for r in ledger["refunds"]
-    ]
-    if out.as_json:
-        out.json({"charges": charges, "refunds": refunds})
-        return EXIT_OK
-    out.line(f"charges ({len(charges)}):")
-    out.table(
-        ("PAYMENT", "KEY", "AMOUNT", "STATUS", "METHOD"),
-        (
-            (c["payment_id"], c["key"], f"{c['amount']} {c['currency']}", c["status"], c["method"])
-            for c in charges
-        ),
-    )
-    out.line(f"refunds ({len(refunds)}):")
-    out.table(
-        ("REFUND", "PAYMENT", "KEY", "AMOUNT", "STATUS"),
-        ((r["refund_id"], r["payment_id"], r["key"], r["amount"], r["status"]) for r in refunds),
-    )
-    return EXIT_OK
 
 
 def _verify(args: argparse.Namespace, out: Output) -> int:

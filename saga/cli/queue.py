@@ -194,8 +194,11 @@ def _worker(args: argparse.Namespace, out: Output) -> int:
             )
     options = WorkerOptions(
         url=url,
-        sandbox_url=args.sandbox_db,
         app=args.app,
+        app_options=tuple(
+            (option.dest, getattr(args, option.dest, None))
+            for option in engine.app.commands.options
+        ),
         batch=args.batch,
         lease_seconds=args.lease_seconds,
         poll_interval=args.poll_interval,

@@ -75,7 +75,8 @@ def _prune(args: argparse.Namespace, out: Output) -> int:
     verb = "would remove" if report.dry_run else "removed"
     pruned = summary["pruned"]
     out.line(
-        f"{verb} {pruned['jobs']} finished jobs, {pruned['inbox']} settled inbox messages and "
-        f"{pruned['outbox']} published events from before {summary['cutoff']}"
+        f"{verb} {pruned['jobs']} finished jobs, {pruned['inbox']} settled inbox messages, "
+        f"{pruned['outbox']} published events, {pruned['refusals']} refused webhook requests "
+        f"and {pruned['sign_ins']} console sign-in attempts from before {summary['cutoff']}"
     )
     return EXIT_OK

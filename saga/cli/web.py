@@ -49,10 +49,10 @@ def add_serve_parser(hooks: argparse._SubParsersAction[argparse.ArgumentParser])
         "Saga-Signature: t=<unix seconds>,v1=<hex HMAC-SHA256 of '<t>.<body>'>) is checked "
         "with the provider's secret before anything is stored. Answers: 200 delivered "
         "(or a duplicate), 400 unsigned/mis-signed/stale/malformed (recorded, nothing "
-        "changed), 404 unknown provider or no purchase knows the payment yet (kept; send it "
+        "changed), 404 unknown provider or no saga knows the event yet (kept; send it "
         "again), 409 the event id came before with other content, 503 try again later. "
         f"Secrets come from ${SECRET_ENV_PREFIX}<PROVIDER> (e.g. "
-        f"{SECRET_ENV_PREFIX}SANDBOX) or --secret.",
+        f"{SECRET_ENV_PREFIX}ESIGN) or --secret.",
     )
     _server_options(serve, port=8080)
     refusals = hooks.add_parser(

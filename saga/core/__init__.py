@@ -1,7 +1,7 @@
 """
 The engine core: store, queue and workers, sagas, timers, reconciliation, operations.
 
-It knows no domain: no seats, no payments.  Applications (the purchase in
-:mod:`saga.purchase`, or yours) bring their saga kinds, steps, jobs and
+It knows no domain.  Applications (the reference one named by
+:data:`saga.settings.DEFAULT_APP`, or yours) bring their saga kinds, steps, jobs and
 invariants through :class:`saga.core.app.Application`.
 """

@@ -6,8 +6,9 @@ machines with their hooks and the job kinds running their actions), the job
 kinds of its own (checks, cancellations, anything queued by its code), what
 workers poll besides the queue, its invariants for ``saga verify``, and the
 services its commands use, as one object of its own class (``engine.services``,
-typed ``Engine[MyServices]``).  Every command loads one with ``--app
-MODULE:NAME`` (or ``$SAGA_APP``); without it, the purchase application.
+typed ``Engine[MyServices]``), and commands of its own.  Every command loads one
+with ``--app MODULE:NAME`` (or ``$SAGA_APP``); without it, the one
+:data:`saga.settings.DEFAULT_APP` names.
 
 :meth:`Application.check` lists every problem at once: an action no job kind
 runs, a step job kind for an action no state declares, a job kind of two
@@ -31,12 +32,14 @@ from typing import TYPE_CHECKING, Any, Final, Generic
 
 from typing_extensions import TypeVar
 
+from saga import settings
+from saga.core.commands import NO_COMMANDS, Commands
 from saga.core.handlers import JobKind
 from saga.core.money import MoneySummary, no_money
 from saga.core.recon import ReconHook, ReconPolicy
 from saga.core.sagas import Context, Registry, SagaType
 from saga.core.sqlfiles import DIALECTS, ENGINE
-from saga.exceptions import ApplicationError, ApplicationLoadFailed, InvalidInput, NotFound
+from saga.exceptions import ApplicationLoadFailed, InvalidInput, NotFound
 from state_machine import RECONCILIATION, ROUTE
 
 if TYPE_CHECKING:
@@ -48,8 +51,6 @@ if TYPE_CHECKING:
     from saga.core.webhooks import Receiver
 
 APP_ENV: Final = "SAGA_APP"
-# Loaded by name, like any user's application: the core imports no application.
-DEFAULT_APP: Final = "saga.purchase.app:purchase_app"
 
 # The class of an application's services (``Application[MyServices]``).
 S = TypeVar("S", default=Any)
@@ -102,10 +103,11 @@ class Application(Generic[S]):
         invariants: its rules for ``saga verify``, checked for an engine.
         figures: its own figures for ``saga stats`` (under ``"application"``).
         routes: its inbox routes: a message of a source and a type, correlated to
-            a saga, becomes a saga event (``engine.messages.deliver``).
+            a saga, becomes a saga event (``engine.messages.deliver``), or, when
+            the route observes, what its observer saw decides the effect.
         recon: its reconciliation: one :class:`~saga.ReconPolicy` (for every
             kind whose machine has the policy's state), or one per saga kind
-            (``{"purchase": …, "payout": …}``): the state meaning "outcome
+            (``{"order": …, "payout": …}``): the state meaning "outcome
             unknown", the operators' outcomes and their events, the checker's
             job kind, the judge (``ReconPolicy(judge=…)``).  The engine wires
             each kind's :class:`~saga.ReconHook` itself.
@@ -117,7 +119,7 @@ class Application(Generic[S]):
             migrations are applied by ``saga db upgrade`` after the engine's, and
             its queries run in the engine's transactions (``tx.all("my_query")``).
         subscribers: in-process subscribers of its outbox events, by type
-            pattern (``{"purchase.*": [notify]}``), called by the relay.
+            pattern (``{"order.*": [notify]}``), called by the relay.
         consumers: its consumers of published events (``saga consume NAME``).
         webhooks: its receivers of signed HTTP webhooks, by provider name, built
             for an engine (``POST /webhooks/<provider>``, see
@@ -130,6 +132,8 @@ class Application(Generic[S]):
             expected, charged, refunded, money moved outside the provider, and
             who or what it is about), shown by the console's queue, item and
             saga pages and by ``saga recon show``; sagas it leaves out hold none.
+        commands: its own commands and options on the ``saga`` command line
+            (:class:`~saga.core.commands.Commands`); they exist only under it.
 
     """
 
@@ -148,6 +152,7 @@ class Application(Generic[S]):
     webhooks: WebhooksFactory[S] = _no_figures
     messages: MessagesOf[S] = _no_messages
     money: MoneyOf[S] = no_money
+    commands: Commands = NO_COMMANDS
 
     def recon_policies(self) -> dict[str, ReconPolicy]:
         """
@@ -214,7 +219,8 @@ class Application(Generic[S]):
         found += [
             f"inbox route {route.source}/{route.type} fires {route.event!r}, which no saga declares"
             for route in self.routes
-            if route.event not in events
+            # An observed route's event is the observer's to choose.
+            if route.observe is None and route.event not in events
         ]
         found += self.sql_problems()
         names = [consumer.name for consumer in self.consumers]
@@ -261,6 +267,11 @@ class Application(Generic[S]):
                 found.append(
                     f"reconciliation of {kind!r}: its machine has no state {policy.state!r}"
                 )
+            if not kind and not any(m.has_state(policy.state) for m in machines):
+                found.append(
+                    f"reconciliation: no saga kind has its state {policy.state!r} "
+                    "(no item would ever open)"
+                )
             where = f"reconciliation of {kind!r}" if kind else "reconciliation"
             events = {t.event for m in machines for t in m.transitions}
             found += [
@@ -296,6 +307,8 @@ class Application(Generic[S]):
     def _route_origin_problems(self) -> list[str]:
         found: list[str] = []
         for route in self.routes:
+            if route.observe is not None:
+                continue  # its events are fired by its observer, as the application's code
             for saga_type in self.registry:
                 origins = saga_type.machine.origins(route.event)
                 policy = self.recon_policies().get(saga_type.machine.name)
@@ -340,15 +353,20 @@ class Application(Generic[S]):
                 return consumer
         raise NotFound(kind=f"consumer of the {self.name} application", key=name)
 
-    def check(self, engine: Context) -> None:
-        """Raise :class:`~saga.exceptions.ApplicationError` listing every problem."""
-        found = self.problems(engine)
-        if found:
-            raise ApplicationError(application=self.name, problems=found)
-        # Jobs are accepted with the attempts of the kind that runs them.
-        kinds = self.job_kinds(engine)
-        for saga_type in self.registry:
-            saga_type.learn_attempts(kinds)
+    def configured(self, values: Mapping[str, str | None]) -> Application:
+        """
+        It given the values of its command-line options (those it has; the rest ignored).
+
+        A worker process gets the same values, so it runs the same application.
+        """
+        options = self.commands.options
+        if not options:
+            return self
+        made: Application = self.commands.configure(
+            self, {option.dest: values.get(option.dest) for option in options}
+        )
+        # Its commands stay: configuring twice is harmless.
+        return dataclasses.replace(made, commands=self.commands)
 
 
 def _over_ceiling(ceiling: int | None, kinds: Iterable[JobKind], actions: set[str]) -> list[str]:
@@ -386,13 +404,13 @@ def _judge_problems(where: str, policy: ReconPolicy) -> list[str]:
 
 
 def default_app() -> Application:
-    """The reference application (:data:`DEFAULT_APP`): the purchase of a paid intensive."""
-    return load_app(DEFAULT_APP)
+    """The application run without ``--app`` or ``$SAGA_APP``: :data:`saga.settings.DEFAULT_APP`."""
+    return load_app(settings.DEFAULT_APP)
 
 
 def load_app(spec: str | None = None) -> Application:
     """
-    The application ``MODULE:NAME`` (default ``$SAGA_APP``, else the purchase).
+    The application ``MODULE:NAME`` (default ``$SAGA_APP``, else :func:`default_app`).
 
     ``NAME`` is an :class:`Application`, or a function of no arguments
     returning one.  ``MODULE`` is looked up like ``python -m`` does, the working directory

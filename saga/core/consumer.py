@@ -39,7 +39,7 @@ class Consumer:
 
     Args:
         name: its inbox source is ``consumer.<name>``; its default queue too.
-        bindings: routing patterns of the events it wants (``purchase.*``).
+        bindings: routing patterns of the events it wants (``order.*``).
         apply: the effect of one event, run in the transaction that claims it.
         figures: what it has computed, read in a transaction (for ``saga consume
             NAME --figures`` and for comparing with the engine's own).
@@ -84,6 +84,7 @@ def receive_in(tx: Tx, consumer: Consumer, event: Event) -> Received:
         type=event.type,
         digest=fingerprint,
         payload=dump_json(body),
+        via=None,
     )
     if claimed is None:
         seen = tx.one("get_message", source=consumer.source, event_id=event.id)
@@ -105,5 +106,6 @@ def receive_in(tx: Tx, consumer: Consumer, event: Event) -> Received:
         saga_id=None,
         outcome="applied",
         detail=None,
+        evidence=None,
     )
     return "applied"

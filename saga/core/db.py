@@ -133,7 +133,7 @@ class Tx:
 
     ``lease`` is the job (id and lease token) whose fenced transaction this
     is, once the queue has fenced it: the writes that witness fencing
-    (audit rows, payments, refunds) name it, and the database records
+    (audit rows, an application's records) name it, and the database records
     whether that lease was still valid when they were made.
     """
 

@@ -83,6 +83,6 @@ def translate(exc: Exception) -> DatabaseError:
 
 
 def _sqlite_constraint(text: str) -> str | None:
-    # SQLite says: CHECK constraint failed: intensives_seats_in_range
+    # SQLite says: CHECK constraint failed: <table>_<column>_in_range
     _, sep, tail = text.partition("constraint failed: ")
     return tail.strip() or None if sep else None

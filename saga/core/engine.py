@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any, Final, Generic
+from typing import TYPE_CHECKING, Final, Generic
 
 from saga.core import migrate as _migrate
 from saga.core.app import Application, S, default_app
@@ -22,7 +22,6 @@ from saga.exceptions import ApplicationError
 if TYPE_CHECKING:
     from saga.core.handlers import JobKind
     from saga.core.pollers import Poller
-    from steps import PaymentProvider
 
 URL_ENV: Final = "SAGA_DATABASE_URL"
 
@@ -33,7 +32,7 @@ def default_url() -> str:
 
 
 def default_registry() -> Registry:
-    """A registry holding the reference purchase saga."""
+    """The default application's registry (:func:`~saga.core.app.default_app`)."""
     return default_app().registry
 
 
@@ -55,14 +54,14 @@ class Engine(Generic[S]):
 
     Args:
         url: the database; default :func:`default_url`.
-        app: the application; default the purchase.
-        registry: the saga kinds, for the purchase application's services
+        app: the application; default :func:`~saga.core.app.default_app`.  Its
+            own settings (a provider, its databases) are its own: the
+            application is built with them.
+        registry: the saga kinds, for the default application's services
             over another set of machines (``app`` is the general way).
-        sandbox_url, provider: options for the application's services (the
-            purchase: the sandbox's database, or a real payment provider).
         check_schema: set ``False`` to skip the schema check (``saga db upgrade`` does).
         create: set ``False`` for reads: a missing embedded file (the engine's or
-            the sandbox's) is then :class:`~saga.exceptions.DatabaseMissing`
+            one of the application's) is then :class:`~saga.exceptions.DatabaseMissing`
             instead of a new empty database.
 
     """
@@ -73,8 +72,6 @@ class Engine(Generic[S]):
         *,
         app: Application[S] | None = None,
         registry: Registry | None = None,
-        sandbox_url: str | None = None,
-        provider: PaymentProvider | None = None,
         check_schema: bool = True,
         create: bool = True,
         pool_size: int = 5,
@@ -92,7 +89,6 @@ class Engine(Generic[S]):
         self.create = create
         if check_schema:
             self.db.before_first_use(self._check_schema)
-        self.options: dict[str, Any] = {"sandbox_url": sandbox_url, "provider": provider}
         try:
             self._wire(app)
         except BaseException:
@@ -108,7 +104,7 @@ class Engine(Generic[S]):
         self.registry = app.wired_registry()
         self.sagas = Sagas(self.db, self.registry)
         self.instances = Instances(self.db, self.registry, self.sagas, context=self)
-        self.messages = Inbox(self.db, self.registry, app.routes)
+        self.messages = Inbox(self.db, self.registry, app.routes, context=self)
         self._services: S = app.services(self)
         # Each policy names its judge, or says its decisions go unchecked.
         judges = {
@@ -125,6 +121,11 @@ class Engine(Generic[S]):
         found = app.problems(self) + judge_problems(judges)
         if found:
             raise ApplicationError(application=app.name, problems=found)
+        # Jobs are accepted with the attempts of the kind that runs them (a
+        # factory's kinds exist only now, for this engine).
+        kinds = app.job_kinds(self)
+        for saga_type in self.registry:
+            saga_type.learn_attempts(kinds)
 
     def __repr__(self) -> str:
         return f"<Engine {self.app.name} on {self.db!r}>"
@@ -147,7 +148,7 @@ class Engine(Generic[S]):
         """
         What workers look at besides the queue.
 
-        The application's (the purchase: the sandbox's webhooks) and, on
+        The application's (webhooks to deliver, for instance) and, on
         PostgreSQL, the folding of the counts ``saga stats`` keeps.
         """
         own: list[Poller] = [CountsRollUp(self.db)] if self.db.dialect == "postgres" else []

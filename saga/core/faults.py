@@ -1,10 +1,10 @@
 """
 Named crash points for fault-injection tests and the chaos harness.
 
-``SAGA_CRASH_POINTS=request_payment.after_call`` makes a process die
+``SAGA_CRASH_POINTS=worker.before_complete`` makes a process die
 (``os._exit``, no cleanup, like a kill) when it reaches that point, so a test
-can prove recovery from the worst moment: after the provider acted and
-before the engine recorded it.  ``*`` names every point.
+can prove recovery from the worst moment: after a step acted and before the
+engine recorded it.  ``*`` names every point.
 
 Two modes:
 
@@ -18,12 +18,23 @@ Two modes:
 With ``SAGA_CRASH_REPORT`` naming a directory, the dying process leaves a
 file there naming the point, so a harness can count crashes by point.
 Unset, a crash point costs one dictionary lookup.
+
+The same points can pause instead of kill: ``SAGA_PAUSE_POINTS`` (with
+``SAGA_PAUSE_RATE``, or a rate per point as ``refund.after_call@0.3``, and
+``SAGA_PAUSE_SECONDS``) stops the whole process
+there (SIGSTOP, its heartbeat included) for that long, then lets it go on,
+so that it wakes up past its leases at the worst moment and tries to finish
+what it was doing: the fencing must refuse it.  The report file then says
+``pause:<point>``.
 """
 
 from __future__ import annotations
 
 import os
 import random
+import signal
+import subprocess
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Final, NoReturn
 
@@ -33,18 +44,13 @@ if TYPE_CHECKING:
 _ENV: Final = "SAGA_CRASH_POINTS"
 EXIT_CODE: Final = 137
 
-# Every point the engine and the purchase application declare, by boundary.
+# Every point the engine declares, by boundary (an application's steps declare
+# their own beside these: `crash_point("<step>.after_call")`).
 CRASH_POINTS: Final = (
     "accept.after_commit",  # the acceptance committed, the caller not yet answered
-    "request_payment.before_call",  # the intent committed, the provider not yet asked
-    "request_payment.after_call",  # the provider answered, the answer not yet recorded
-    "cancel_payment.after_call",  # compensation: the provider cancelled, not yet recorded
-    "refund.before_call",  # compensation: the refund intent committed, not yet asked
-    "refund.after_call",  # compensation: the provider refunded, not yet recorded
     "timer.before_fire",  # a timer batch claimed, this timer not yet fired
     "worker.before_complete",  # a batch of results computed, not yet completed
-    "checker.after_answer",  # the provider answered the checker, no decision yet
-    "webhook.after_inbox",  # the inbox committed a webhook, the sender not yet answered
+    "checker.after_answer",  # the outside world answered the checker, no decision yet
     "relay.before_publish",  # an outbox batch claimed, nothing published
     "relay.after_publish",  # published and confirmed, not yet marked
     "consumer.before_ack",  # a message handled and committed, not yet acknowledged
@@ -56,7 +62,8 @@ _die: Callable[[int], NoReturn] = os._exit
 
 
 def crash_point(name: str) -> None:
-    """Die here if the process was told to (see the module's docstring)."""
+    """Die (or pause) here if the process was told to (see the module's docstring)."""
+    _pause_point(name)
     wanted = os.environ.get(_ENV)
     if not wanted:
         return
@@ -78,6 +85,36 @@ def crash_point(name: str) -> None:
     if report:
         Path(report, f"{os.getpid()}.{name}").write_text(name)
     _die(EXIT_CODE)
+
+
+def _pause_point(name: str) -> None:
+    wanted = os.environ.get("SAGA_PAUSE_POINTS")
+    if not wanted:
+        return
+    # "point" pauses at SAGA_PAUSE_RATE, "point@0.3" at a rate of its own.
+    rates = dict(f"{entry}@".split("@")[:2] for entry in wanted.split(","))
+    if name not in rates:
+        return
+    if _draw() >= float(rates[name] or os.environ.get("SAGA_PAUSE_RATE", "0")):
+        return
+    report = os.environ.get("SAGA_CRASH_REPORT")
+    if report:
+        Path(report, f"{os.getpid()}.{time.monotonic_ns()}.pause").write_text(f"pause:{name}")
+    seconds = float(os.environ.get("SAGA_PAUSE_SECONDS", "5"))
+    me = os.getpid()
+    # Another process wakes this one up: nothing of a stopped process runs, its
+    # timers included.  Not a fork of this one: a copy of a threaded process
+    # can deadlock before it wakes anyone, and keeps this one's files open.
+    waker = subprocess.Popen(  # noqa: S603 - a fixed program, numbers only
+        ["/bin/sh", "-c", f"sleep {seconds:.3f}; kill -CONT {me:d}"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        close_fds=True,
+        start_new_session=True,
+    )
+    os.kill(me, signal.SIGSTOP)
+    waker.wait()
 
 
 def _draw() -> float:

@@ -63,6 +63,8 @@ class FleetReport:
     paused: int = 0
     restarted: int = 0
     crash_points: Counter[str] = field(default_factory=Counter)
+    # Workers that paused themselves past their lease at a point, by point.
+    paused_at: Counter[str] = field(default_factory=Counter)
     other_exits: Counter[int] = field(default_factory=Counter)
     # What the processes that crashed (exit 70) raised: each traceback's last line.
     crashes: Counter[str] = field(default_factory=Counter)
@@ -81,6 +83,8 @@ class WorkerFleet:
             that a harness can end their sessions and no one else's.
         setup: run in each process before its worker starts (picklable: a
             module-level function or a ``functools.partial`` of one).
+        pause: (rate, points, seconds): the chance that a process stops
+            itself at a point it reaches, and for how long.
 
     """
 
@@ -95,6 +99,7 @@ class WorkerFleet:
         application_name: str = "saga-worker",
         extra_env: dict[str, str] | None = None,
         setup: Callable[[], object] | None = None,
+        pause: tuple[float, tuple[str, ...], float] | None = None,
     ) -> None:
         if size < 1:
             msg = "a fleet needs at least one worker"
@@ -107,6 +112,7 @@ class WorkerFleet:
         self.application_name = application_name
         self.extra_env = dict(extra_env or {})
         self.setup = setup
+        self.pause_at = pause
         self.report = FleetReport()
         self._dir = tempfile.TemporaryDirectory(prefix="saga-fleet-")
         self._ctx = multiprocessing.get_context("forkserver")
@@ -119,12 +125,22 @@ class WorkerFleet:
 
     def _env(self, slot: int, generation: int) -> dict[str, str]:
         env = {APPLICATION_NAME_ENV: self.application_name, **self.extra_env}
+        if self.crash_rate > 0 or self.pause_at is not None:
+            env |= {
+                "SAGA_CRASH_SEED": f"{self.seed}:{slot}:{generation}",
+                "SAGA_CRASH_REPORT": self._dir.name,
+            }
         if self.crash_rate > 0:
             env |= {
                 "SAGA_CRASH_POINTS": ",".join(self.crash_points),
                 "SAGA_CRASH_RATE": repr(self.crash_rate),
-                "SAGA_CRASH_SEED": f"{self.seed}:{slot}:{generation}",
-                "SAGA_CRASH_REPORT": self._dir.name,
+            }
+        if self.pause_at is not None:
+            rate, points, seconds = self.pause_at
+            env |= {
+                "SAGA_PAUSE_POINTS": ",".join(points),
+                "SAGA_PAUSE_RATE": repr(rate),
+                "SAGA_PAUSE_SECONDS": repr(seconds),
             }
         return env
 
@@ -220,7 +236,11 @@ class WorkerFleet:
         for path in Path(self._dir.name).iterdir():
             if path.name not in self._counted:
                 self._counted.add(path.name)
-                self.report.crash_points[path.read_text()] += 1
+                point = path.read_text()
+                if point.startswith("pause:"):
+                    self.report.paused_at[point.removeprefix("pause:")] += 1
+                else:
+                    self.report.crash_points[point] += 1
 
     def _drain(self) -> None:
         while True:

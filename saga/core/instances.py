@@ -102,7 +102,7 @@ class Instances:
         The same id with the same request finds the saga it started
         (``created`` false); with another request it is an
         :class:`~saga.exceptions.IdempotencyConflict` and nothing changes.  A
-        kind with a starter (the purchase) is started its own way; otherwise
+        kind with a starter is started its own way; otherwise
         the request is the saga's data.
         """
         _validation.one_of("kind", kind, self.registry.kinds)
@@ -112,7 +112,7 @@ class Instances:
         if saga_type.starter is None:
             return self.sagas.start(kind, operation_id=operation_id, request=data, actor=actor)
         if self.context is None:
-            # Never around the kind's own checks (a purchase's price is the catalogue's).
+            # Never around the kind's own checks (a price taken from a catalogue, say).
             raise InvalidInput(field="kind", problem=f"{kind} starts only through its engine")
         return saga_type.starter(self.context, operation_id=operation_id, request=data, actor=actor)
 

@@ -1,7 +1,7 @@
 """
 Where the engine's structured logs go, and loggers that load structlog only when used.
 
-A command that logs nothing (``saga stats``, ``saga purchase show``) never
+A command that logs nothing (``saga stats``, ``saga instances show``) never
 imports structlog and what it brings (asyncio): a tenth of its start-up.
 """
 

@@ -1,7 +1,7 @@
 """
 Money as an application shows it: a summary per saga, rendered by the console and the CLI.
 
-The engine knows nothing of payments.  An application whose sagas hold money
+The engine knows nothing of money's meaning.  An application whose sagas hold money
 gives :attr:`~saga.Application.money`: for some saga ids, a
 :class:`MoneySummary` each (what the saga should hold now, what was charged
 and given back, money moved outside the provider with its trace, and who or

@@ -184,7 +184,7 @@ class Operators:
         :class:`SignInThrottled` past the throttle's limit for ``name`` or
         ``address`` (the client's), whatever the password.
         """
-        attempt = self._admit(name[:KEPT_CHARS], (address or "unknown")[:KEPT_CHARS])
+        attempt = self._admit(_kept(name), _kept(address or "unknown"))
         signed = self._check(name, password)
         self.db.transaction(
             lambda tx: tx.run(
@@ -321,6 +321,11 @@ def _plausible(name: str) -> bool:
     except InvalidInput:
         return False
     return True
+
+
+def _kept(text: str) -> str:
+    """What the audit keeps of text typed by anyone: 64 characters, control ones as ``?``."""
+    return "".join(ch if ch.isprintable() else "?" for ch in text[:KEPT_CHARS])
 
 
 def _digest(token: str) -> str:

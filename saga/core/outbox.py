@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from saga.core.records import SagaRecord
     from state_machine import Machine
 
-# Event types are routing keys: dot-separated lower-case words ("purchase.confirmed").
+# Event types are routing keys: dot-separated lower-case words ("order.confirmed").
 _TYPE: Final = re.compile(r"[a-z][a-z0-9_]*(\.[a-z0-9_]+)*", re.ASCII)
 
 Fields = Callable[["SagaRecord"], Mapping[str, Any]]
@@ -49,7 +49,7 @@ class Emit:
     An event a saga kind publishes when one of its sagas enters a state.
 
     Args:
-        type: the event's type, also its routing key (``purchase.confirmed``).
+        type: the event's type, also its routing key (``order.confirmed``).
         on: the state (or states) whose entry emits it; the initial state's
             entry is the saga's creation.
         fields: keys of the saga's data copied into the event.  Name only what
@@ -82,7 +82,7 @@ class Emit:
         where = f"saga {machine.name!r}: event {self.type!r}"
         found = []
         if not _TYPE.fullmatch(self.type):
-            found.append(f"{where}: a type is dot-separated lower-case words (purchase.confirmed)")
+            found.append(f"{where}: a type is dot-separated lower-case words (order.confirmed)")
         if not self.states:
             found.append(f"{where} is emitted on no state")
         found += [f"{where} names no state {s!r}" for s in self.states if not machine.has_state(s)]

@@ -4,7 +4,7 @@ RabbitMQ: the relay's broker publisher and a consumer with manual acks.
 Through pika (``pip install 'saga-engine[rabbitmq]'``).  The topology:
 
 * ``<exchange>``: a durable topic exchange; an event's routing key is its type
-  (``purchase.confirmed``), so a queue binds ``purchase.*`` or ``#.refunded``;
+  (``order.confirmed``), so a queue binds ``order.*`` or ``#.refunded``;
 * ``<exchange>.unrouted``: its alternate exchange, with a durable queue of the
   same name: an event no queue is bound for is kept there instead of being
   dropped by the broker (and does not hold back its saga's later events).

@@ -128,7 +128,7 @@ class ReconPolicy:
             or by ``"outcome:reason"`` for an item's reason of its own.
 
     An application with several saga kinds gives one policy per kind
-    (``Application(recon={"purchase": …, "payout": …})``).
+    (``Application(recon={"order": …, "payout": …})``).
 
     """
 
@@ -289,7 +289,7 @@ class Judge(Protocol):
     How an application checks operators' decisions against fresh evidence.
 
     ``observe`` runs outside any transaction and asks the outside world (the
-    payment provider) again; ``check`` runs in the decision's transaction,
+    provider) again; ``check`` runs in the decision's transaction,
     records what was seen, and raises :class:`ContradictedDecision` when the
     evidence contradicts the decision.
     """

@@ -164,8 +164,8 @@ class Reconciliation:
         """
         An operator's amount of external money, in the item's saga's minor units.
 
-        The application's policy reads it (the purchase: in the purchase's
-        currency); an application without one takes no amounts.
+        The application's policy reads it (in the saga's currency, say); an
+        application without one takes no amounts.
         """
         _validation.identifier("item_id", item_id)
 
@@ -193,8 +193,8 @@ class Reconciliation:
         """
         Resolve an item for a reason.
 
-        An outcome item (the policy's outcomes; the purchase's ``paid``,
-        ``not_paid``, ``refund``, ``refunded``) moves its saga through the
+        An outcome item (one of the policy's outcomes, ``paid`` or
+        ``not_paid`` for instance) moves its saga through the
         matching declared transition, after the application's
         :class:`Judge` asked the outside world again: a
         decision the fresh evidence contradicts is refused.  A review item

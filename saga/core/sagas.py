@@ -4,8 +4,8 @@ The generic saga runtime: create sagas and move them through their machine.
 Every change is one transaction holding the compare-and-set on state and
 version, the audit row, the next deadline and its timer, the jobs the new
 state queues, the outbox events its kind declares for the new state, and
-whatever the saga kind's hooks write (the purchase saga moves seat counters
-there).  Either all of it commits or none of it does.
+whatever the saga kind's hooks write (an application's counters, say).
+Either all of it commits or none of it does.
 """
 
 from __future__ import annotations
@@ -70,21 +70,35 @@ class SagaHook(Protocol):
 Services_co = TypeVar("Services_co", covariant=True, default=Any)
 
 
+class Messages(Protocol):
+    """
+    The engine's inbox as an application's parts see it (:class:`~saga.core.inbox.Inbox`).
+
+    Typed loosely here: the inbox module builds on this one.
+    """
+
+    def deliver(self, message: Any, *, via: str | None = None) -> Any:
+        """Apply ``message`` at most once (:meth:`saga.core.inbox.Inbox.deliver`)."""
+
+
 class Context(Protocol[Services_co]):
     """
     What an application's parts are built with: the engine, seen narrowly.
 
-    The database, the saga kinds and the runtime over them, the options the
-    engine was opened with, and the application's services:
-    the object its ``services`` factory built, of its own class
-    (``Context[MyServices]``).  :class:`~saga.Engine` is one.
+    The database, the saga kinds and the runtime over them (the inbox
+    included), and the application's services: the object its ``services``
+    factory built, of its own class (``Context[MyServices]``).
+    :class:`~saga.Engine` is one.
     """
 
     db: Database
     registry: Registry
     sagas: Sagas
-    options: dict[str, Any]
     create: bool
+
+    @property
+    def messages(self) -> Messages:
+        """The engine's inbox (``engine.messages.deliver``)."""
 
     @property
     def services(self) -> Services_co:
@@ -100,8 +114,8 @@ class Starter(Protocol):
     """
     A kind's own way of starting a saga from a client's request.
 
-    For kinds whose data is more than the request (the purchase takes its
-    price from the catalogue and holds a seat): ``saga instances start``
+    For kinds whose data is more than the request (a price taken from a
+    catalogue, a held resource): ``saga instances start``
     calls it instead of starting the saga with the request as its data.  It
     refuses a request it does not take with :class:`~saga.exceptions.InvalidInput`.
     """
@@ -357,7 +371,7 @@ class Sagas:
         :meth:`start`, then ``then`` in the same transaction (the reply's read-back).
 
         One transaction instead of two for a caller that answers with more
-        than the saga (the purchase answers with its payment, history, …).
+        than the saga (an application answering with its own records).
         """
         check_operation_id(operation_id)
         saga_type = self.registry.get(kind)
@@ -547,6 +561,7 @@ def fire_in(
     actor: str,
     cause: str | None,
     expected_version: int | None = None,
+    data_update: Mapping[str, Any] | None = None,
     kind: str | None = None,
     origin: str = STEP,
 ) -> Fired:
@@ -559,6 +574,8 @@ def fire_in(
     reconciliation policy) keeps to other doors raises
     :class:`~saga.exceptions.EventRefused` before anything is written; the
     caller records the refusal (:func:`~saga.core.refusals.record_refusal`).
+    ``data_update`` is merged into the saga's data in the same compare-and-set
+    (the chaos tally's read-then-write add, whose lost updates it counts).
     """
     if not actor:
         raise InvalidInput(field="actor", problem="must not be empty")
@@ -582,7 +599,7 @@ def fire_in(
     )
     target = machine.state(transition.target)
     # The engine's own key, so that guards can ask where a saga came from.
-    data = {**before.data, PREVIOUS_STATE: before.state}
+    data = {**before.data, **(data_update or {}), PREVIOUS_STATE: before.state}
     deadline = _deadline(target, data)
     # One statement: the compare-and-set, the audit row, the old timers.
     moved = tx.one(

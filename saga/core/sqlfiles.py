@@ -2,9 +2,8 @@
 Load the engine's SQL: named queries, the schema and the migrations.
 
 Each component keeps its files in a folder per dialect: the engine's in
-``sql/engine/<dialect>/``, the purchase application's in
-``sql/purchase/<dialect>/``, the sandbox provider's in ``sql/sandbox/<dialect>/``,
-at the top of the repository; they ship in the wheel as ``saga/_sql/``
+``sql/engine/<dialect>/``, those of the applications shipped with it in
+``sql/<name>/<dialect>/``, at the top of the repository; they ship in the wheel as ``saga/_sql/``
 (see ``pyproject.toml``), and a source checkout or an editable install reads
 them in place.  A user's application ships its own beside its code.
 """
@@ -165,7 +164,7 @@ class SqlComponent:
 
     @classmethod
     def bundled(cls, name: str) -> SqlComponent:
-        """A component shipped with the engine (``sql/<name>/``): the engine's, the purchase's."""
+        """A component shipped with the engine (``sql/<name>/``): its own, or an application's."""
         return cls(name=name, root=_root().joinpath(name))
 
     def queries(self, dialect: Dialect) -> dict[str, Query]:

@@ -62,8 +62,9 @@ class WorkerOptions:
     """Everything a worker process needs, picklable."""
 
     url: str
-    sandbox_url: str | None = None
     app: str | None = None
+    # The values of the application's own options (its Commands' options, by dest).
+    app_options: tuple[tuple[str, str | None], ...] = ()
     batch: int = 50
     lease_seconds: float = 30.0
     poll_interval: float = 1.0
@@ -128,7 +129,8 @@ def run_worker_process(options: WorkerOptions, reports: MPQueue[dict[str, Any]])
     progress = _Progress(reports)
     try:
         app = load_app(options.app)
-        with Engine(options.url, app=app, sandbox_url=options.sandbox_url) as engine:
+        app = app.configured(dict(options.app_options))
+        with Engine(options.url, app=app) as engine:
             # The outbox relay is one more poller: each worker process publishes
             # between claims, and SKIP LOCKED shares the events among them.
             relay = engine.relay(

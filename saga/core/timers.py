@@ -40,7 +40,7 @@ def timer_kind(engine: Engine) -> JobKind:
         payload: Mapping[str, Any] = {}
         if saga.version == version:
             # Outside any transaction: the saga kind may ask the outside
-            # world first (the purchase asks its payment provider).
+            # world first (an application asks its provider).
             saga_type = registry.get(saga.kind, saga.definition_version)
             payload = saga_type.timeout_payload(engine, saga, event)
         # Mid-batch: the timer is claimed, nothing fired yet.

@@ -1,15 +1,14 @@
 """
 ``saga verify``: every invariant of DESIGN.md §2, checked on the data.
 
-Each check reads the engine's tables with named SQL queries (and asks the
-payment provider, through its port, about every money record) and reports
+Each check reads the engine's tables with named SQL queries (an
+application's checks may ask the outside world too) and reports
 how many things it checked and which of them break the rule.  ``ok`` only if
 nothing does.  Run it at quiescence: it reads the engine and the provider
 one after the other, not in one snapshot.
 
 The engine's own invariants live here, for sagas of any kind; each
-application adds its own (the purchase's seats, money and access are in
-:mod:`saga.purchase.verify`).
+application adds its own (``Application.invariants``).
 """
 
 from __future__ import annotations

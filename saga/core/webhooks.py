@@ -14,8 +14,8 @@ store is bounded however many requests it sends.  A valid one is answered
 could not be asked, the database is away) the answer is 503,
 and the sender's retry is safe because the inbox dedupes by event id.
 
-Receivers come from the application (``Application.webhooks``: the purchase
-takes its payment provider's events); any inbox route's source is also
+Receivers come from the application (``Application.webhooks``: a
+provider's events, say); any inbox route's source is also
 served, with the body ``{"event_id", "type", "payload"}``.
 """
 
@@ -27,7 +27,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from saga.core.inbox import Inbox, Message
+from saga.core.inbox import Message
 from saga.core.logs import get_logger
 from saga.core.sagas import Context
 from saga.core.signatures import DEFAULT_TOLERANCE_S, SignatureRefused, check, shape
@@ -49,7 +49,7 @@ RETRY_AFTER_S: Final = 5
 
 
 class Delivered(Protocol):
-    """What a receiver's delivery reports (the engine's and the purchase's ``Delivery``)."""
+    """What a receiver's delivery reports (the engine's ``Delivery``, or an application's)."""
 
     @property
     def outcome(self) -> str:
@@ -92,10 +92,6 @@ class Served(Context, Protocol):
     @property
     def app(self) -> _Receives:
         """The application it runs."""
-
-    @property
-    def messages(self) -> Inbox:
-        """Its inbox."""
 
 
 def message_receiver(engine: Served, source: str) -> Receiver:

@@ -13,16 +13,19 @@ the provider).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import Application, ReconHook, Registry, SqlComponent, Started
+from saga import Application, ReconHook, Registry, SqlComponent, Started, normalize_url
+from saga.cli import Commands, Option
 from saga.exceptions import InvalidInput
+from saga.purchase.cli import COMMANDS
 from saga.purchase.events import PURCHASE_EVENTS, SALES
-from saga.purchase.inbox import messages_of
+from saga.purchase.inbox import ROUTES
 from saga.purchase.purchases import SeatHook
 from saga.purchase.recon import PURCHASE_RECON, payment_checker
-from saga.purchase.services import Payments, PurchaseContext, PurchaseServices
+from saga.purchase.services import SANDBOX_URL_ENV, Payments, PurchaseContext, PurchaseServices
 from saga.purchase.steps import (
     AccessHook,
     ExpiryAnswerHook,
@@ -34,12 +37,13 @@ from saga.purchase.summary import money_of
 from state_machine.purchase import PURCHASE
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
-    from saga import Invariant, JobKind, Poller, SagaRecord
+    from saga import Context, Invariant, JobKind, Poller, SagaRecord
+    from steps import PaymentProvider
 
-# Its tables (catalogue, purchases, money, access, the provider's inbox) and
-# their queries, in sql/purchase/: shipped with the engine, versioned apart.
+# Its tables (catalogue, purchases, money, access) and their queries, in
+# sql/purchase/: shipped with the engine, versioned apart.
 PURCHASE_SQL: Final = SqlComponent.bundled("purchase")
 # Steps queued by the purchase's own code, not by entering a state (and the
 # grant jobs of databases from before access came with the confirmation).
@@ -77,8 +81,68 @@ def _payments(engine: PurchaseContext) -> Payments:
     return engine.services.payments
 
 
-def purchase_app() -> Application[PurchaseServices]:
-    """The purchase application, with its saga registered afresh."""
+def payment_services(
+    *, sandbox_url: str | None = None, provider: PaymentProvider | None = None
+) -> Callable[[Context], PurchaseServices]:
+    """
+    The purchase's services for an engine, its payments on ``provider`` or the sandbox.
+
+    ``sandbox_url``: the sandbox's own database (default
+    ``$SAGA_SANDBOX_DATABASE_URL``, else derived from the engine's).
+    """
+
+    def services(engine: Context) -> PurchaseServices:
+        return PurchaseServices(engine, sandbox_url=sandbox_url, provider=provider)
+
+    return services
+
+
+def with_sandbox_db(
+    app: Application[PurchaseServices], values: Mapping[str, str | None]
+) -> Application[PurchaseServices]:
+    """
+    The purchase application given ``--sandbox-db`` (``saga --sandbox-db URL …``).
+
+    Checked before any command runs (exit 2 naming it): the sandbox opens
+    lazily, when a command first asks the provider, and a bad URL would
+    otherwise pass unseen through the commands that never do (a listing), or
+    surface as a broken invariant (``verify``, exit 1).
+    """
+    url = values.get("sandbox_db")
+    if url is None:
+        return app
+    normalize_url(url, field="sandbox_db")
+    return dataclasses.replace(app, services=payment_services(sandbox_url=url))
+
+
+# Its commands (`saga intensive|purchase|sandbox|demo|chaos`) and its option
+# every command takes: they exist only when the purchase is the application.
+PURCHASE_COMMANDS: Final = Commands(
+    commands=COMMANDS,
+    options=(
+        Option(
+            flag="--sandbox-db",
+            metavar="URL",
+            help="the sandbox payment provider's database (default: "
+            f"${SANDBOX_URL_ENV}, else derived from --db)",
+        ),
+    ),
+    configure=with_sandbox_db,
+)
+
+
+def purchase_app(
+    *, sandbox_url: str | None = None, provider: PaymentProvider | None = None
+) -> Application[PurchaseServices]:
+    """
+    The purchase application, with its saga registered afresh.
+
+    Its payments go to ``provider``, else to the sandbox on ``sandbox_url``
+    (default ``$SAGA_SANDBOX_DATABASE_URL``, else derived from the engine's
+    database; ``saga --sandbox-db URL`` on the command line).
+    """
+    # Operators' decisions are checked against the provider's fresh answer
+    # (the policy's judge).
     policy = PURCHASE_RECON
     registry = Registry()
 
@@ -142,12 +206,13 @@ def purchase_app() -> Application[PurchaseServices]:
         jobs=own_jobs,
         pollers=pollers,
         invariants=invariants,
-        services=PurchaseServices,
+        services=payment_services(sandbox_url=sandbox_url, provider=provider),
         recon=policy,
         figures=figures,
         sql=PURCHASE_SQL,
         consumers=(SALES,),
         webhooks=webhooks,
-        messages=messages_of,
+        routes=ROUTES,
         money=money_of,
+        commands=PURCHASE_COMMANDS,
     )

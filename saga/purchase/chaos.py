@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from saga import (
-    CRASH_POINTS,
     Outage,
     Queue,
     WorkerFleet,
@@ -37,9 +36,28 @@ from saga import (
 )
 from saga import declare_events_queue as declare_queue
 from saga.exceptions import DatabaseError
-from saga.purchase.chaos_actors import Clients, EventWatcher, Operators, Weather
-from saga.purchase.chaos_mutants import apply as apply_mutant
-from saga.purchase.chaos_plan import ChaosPlan
+from saga.purchase.chaos_actors import (
+    Clients,
+    EventWatcher,
+    Operators,
+    Weather,
+)
+from saga.purchase.chaos_aimed import (
+    APP_SPEC,
+    CLOCK_SKEW_S,
+    PAUSE_PAST_LEASE_S,
+    PAUSE_POINTS,
+    PAUSE_RATE,
+    TALLY_KIND,
+    Redeliveries,
+    Tallies,
+    aimed_checks,
+    aimed_counts,
+    prepare_worker,
+    refuse_outbox_writes,
+)
+from saga.purchase.chaos_plan import AIMED_FAULTS, ChaosPlan
+from saga.purchase.faults import CRASH_POINTS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -87,6 +105,9 @@ class _Run:
     weather: Weather
     fleet: WorkerFleet
     watcher: EventWatcher | None
+    aimed: frozenset[str]
+    tallies: Tallies | None = None
+    redeliveries: Redeliveries | None = None
     started: float = field(default_factory=time.monotonic)
     faults_until: float | None = None
     calm_since: float | None = None
@@ -127,6 +148,11 @@ def run_chaos(
         watcher = EventWatcher(options.broker_url, exchange=exchange, queue=f"{exchange}.watch")
         declare_queue(options.broker_url, exchange=exchange, queue=watcher.queue, bindings=("#",))
         watcher.start()
+    aimed = frozenset(
+        kind
+        for kind, _ in AIMED_FAULTS
+        if options.fault_kinds is None or kind in options.fault_kinds
+    )
     fleet = _fleet(
         engine,
         options,
@@ -135,6 +161,7 @@ def run_chaos(
         outage=outage,
         exchange=exchange,
         crash_rate=options.crash_rate,
+        aimed=aimed,
     )
     run = _Run(
         plan=plan,
@@ -150,11 +177,21 @@ def run_chaos(
         ),
         fleet=fleet,
         watcher=watcher,
+        aimed=aimed,
     )
+    if "race_events" in aimed and TALLY_KIND in engine.registry.kinds:
+        run.tallies = Tallies(engine, run=run_id, seed=seed)
+    if "redeliver_events" in aimed:
+        run.redeliveries = Redeliveries(engine, seed=seed)
     try:
         fleet.start()
+        if "refuse_outbox_writes" in aimed:
+            refuse_outbox_writes(engine, refuse=True)
+        if run.tallies is not None:
+            run.tallies.start()
         _loop(engine, run, options, progress)
     finally:
+        _lift_aimed(engine, run)
         run.fleet.close()
         if outage is not None:
             outage.close()
@@ -163,6 +200,18 @@ def run_chaos(
             watcher.stop()
             remove_exchange(options.broker_url or "", exchange=exchange, queues=(watcher.queue,))
     return _report(engine, run, options, seconds=run.now())
+
+
+def _lift_aimed(engine: Engine, run: _Run) -> None:
+    """The aimed faults end: adds stop, the outbox takes every write (idempotent)."""
+    if run.tallies is not None:
+        run.tallies.stop()
+    if "refuse_outbox_writes" in run.aimed:
+        try:
+            refuse_outbox_writes(engine, refuse=False)
+        except DatabaseError:
+            # A session ended under us: try once more, the settling phase needs the outbox.
+            refuse_outbox_writes(engine, refuse=False)
 
 
 def _fleet(
@@ -174,10 +223,13 @@ def _fleet(
     outage: Outage | None,
     exchange: str,
     crash_rate: float,
+    aimed: frozenset[str],
 ) -> WorkerFleet:
     worker = WorkerOptions(
         url=engine.db.url.render_as_string(hide_password=False),
-        sandbox_url=engine.services.sandbox_url,
+        # The workers fire the tallies' deadlines too: they need to know the kind.
+        app=APP_SPEC if TALLY_KIND in engine.registry.kinds else None,
+        app_options=(("sandbox_db", engine.services.sandbox_url),),
         lease_seconds=LEASE_SECONDS,
         poll_interval=0.2,
         log_level="critical",
@@ -191,7 +243,16 @@ def _fleet(
         crash_rate=crash_rate,
         crash_points=options.crash_points,
         application_name=f"saga-chaos-{run_id}",
-        setup=None if options.mutant is None else functools.partial(apply_mutant, options.mutant),
+        setup=functools.partial(
+            prepare_worker,
+            skew_s=CLOCK_SKEW_S if "skew_clocks" in aimed else 0.0,
+            mutant=options.mutant,
+        ),
+        pause=(
+            (PAUSE_RATE, PAUSE_POINTS, LEASE_SECONDS + PAUSE_PAST_LEASE_S)
+            if "pause_at_points" in aimed
+            else None
+        ),
     )
 
 
@@ -201,7 +262,7 @@ def _loop(
     options: ChaosOptions,
     progress: Callable[[int, int, str], None] | None,
 ) -> None:
-    next_look = next_operator = 0.0
+    next_look = next_operator = next_webhooks = 0.0
     rows: list[Any] = []
     intensives = json.dumps(sorted(run.plan.intensives))
     while True:
@@ -212,6 +273,14 @@ def _loop(
         if now >= next_look:
             rows = _progress_rows(engine, intensives)
             _watch_seats(engine, run)
+            if faulty and run.tallies is not None:
+                run.tallies.keep_open()
+            if run.redeliveries is not None:
+                run.redeliveries.tick()
+                if faulty and now >= next_webhooks:
+                    # The provider's side of redelivery: webhooks again, a forged one twice.
+                    run.weather.redeliver_now(3)
+                    next_webhooks = now + 1.0
             next_look = now + 0.25
             waiting = sum(1 for row in rows if row["state"] == "reserved")
             run.clients.accept(max(0, WINDOW - waiting), now)
@@ -275,13 +344,15 @@ def _calm_down(engine: Engine, run: _Run, options: ChaosOptions) -> None:
     """End the faults: healthy workers settle what is left."""
     run.calm_since = run.now()
     run.weather.calm()
+    _lift_aimed(engine, run)
     run.fleet.stop()
     healthy = WorkerFleet(
         run.fleet.options,
         size=run.fleet.size,
         seed=run.plan.seed,
         application_name=run.fleet.application_name,
-        setup=run.fleet.setup,  # the same engine, mutant included: only the faults stop
+        # The same engine, mutant included: only the faults stop (clocks agree again).
+        setup=functools.partial(prepare_worker, skew_s=0.0, mutant=options.mutant),
     )
     healthy.report = run.fleet.report  # one account of the run's processes
     run.fleet.close()
@@ -336,7 +407,12 @@ def _report(engine: Engine, run: _Run, options: ChaosOptions, *, seconds: float)
     intensives = json.dumps(sorted(run.plan.intensives))
     rows = _progress_rows(engine, intensives)
     states = Counter(row["state"] for row in rows)
+    if run.redeliveries is not None:
+        run.redeliveries.tick()  # the last events, and the last redeliveries
     zero = _must_be_zero(engine, run, rows, verdict)
+    aimed_zero, aimed_problems = aimed_checks(engine, run.tallies, run.redeliveries)
+    zero |= aimed_zero
+    run.problems += aimed_problems
     if not run.settled:
         run.problems.append("the run did not settle before --settle-timeout")
     fleet = run.fleet.report
@@ -344,10 +420,13 @@ def _report(engine: Engine, run: _Run, options: ChaosOptions, *, seconds: float)
         "workers_killed": fleet.killed,
         "workers_paused_past_lease": fleet.paused,
         "crash_points": dict(sorted(fleet.crash_points.items())),
+        "paused_at_points": dict(sorted(fleet.paused_at.items())),
         "workers_restarted": fleet.restarted,
         **dict(sorted(run.weather.counts.items())),
         **dict(sorted(run.clients.counts.items())),
         **dict(sorted(run.operators.counts.items())),
+        **aimed_counts(run.tallies, run.redeliveries),
+        "aimed": sorted(run.aimed),
     }
     if fleet.other_exits:
         faults["unexpected_worker_exits"] = {str(k): v for k, v in fleet.other_exits.items()}

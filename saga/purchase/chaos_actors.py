@@ -30,13 +30,14 @@ from saga.exceptions import (
     ProviderUnavailable,
     SagaError,
 )
+from saga.purchase.chaos_plan import Fault
 from saga.purchase.inbox import ProviderEvent
 
 if TYPE_CHECKING:
     import random
 
     from saga import Engine, Event, Outage, ReconItem, WorkerFleet
-    from saga.purchase.chaos_plan import ChaosPlan, Fault, Order
+    from saga.purchase.chaos_plan import ChaosPlan, Order
 
 log = get_logger(__name__)
 
@@ -100,7 +101,7 @@ class Clients:
             intensive_id=order.intensive_id,
             student_id=student or order.student_id,
             payment_method=order.method,
-            hold_seconds=self.hold_seconds,
+            hold_seconds=order.hold_seconds or self.hold_seconds,
         )
         return str(result.purchase.id)
 
@@ -247,6 +248,10 @@ class Weather:
         if self.outage is not None:
             self.outage.up()
 
+    def redeliver_now(self, how_many: int) -> None:
+        """Deliver webhooks again now, a forged one among them (``redeliver_events``)."""
+        self._apply(Fault(0.0, "redeliver_webhooks", how_many))
+
     def _apply(self, fault: Fault) -> None:
         try:
             applied = self._inject(fault)
@@ -286,26 +291,30 @@ class Weather:
         """
         Deliver events the inbox already took again (duplicates, late, out of order).
 
-        One in three times, also an event that contradicts the provider (a
-        success for more money than was charged, as a replayed or forged
-        webhook would claim) is delivered, and again at the next redelivery.
+        Each time, also an event that contradicts the provider (a success
+        for more money than was charged, as a replayed or forged webhook
+        would claim) is delivered twice in a row, and again at the next
+        redelivery: the inbox must put it before operators once.
         """
         rows = self.engine.db.transaction(
             lambda tx: tx.all("chaos_delivered_events", limit=200), write=False
         )
-        events = [_event(row["event_id"], load_json(row["payload"])) for row in rows]
+        events = [
+            _event(row["event_id"], row["type"], load_json(row["payload"])["payload"])
+            for row in rows
+        ]
         chosen = self.rng.sample(events, min(how_many, len(events)))
         chosen += self._forged
         self._forged = []
         successes = [e for e in events if e.type == "payment.succeeded"]
-        if successes and self.rng.random() < 1 / 3:
+        if successes:
             model = self.rng.choice(successes)
             forged = dataclasses.replace(
                 model,
                 event_id=f"{model.event_id}_forged",
                 amount_minor=(model.amount_minor or 0) + 100,
             )
-            chosen.append(forged)
+            chosen += [forged, forged]
             self._forged.append(forged)
             self.counts["webhooks_forged"] += 1
         done = 0
@@ -319,10 +328,10 @@ class Weather:
         return done
 
 
-def _event(event_id: str, body: dict[str, Any]) -> ProviderEvent:
+def _event(event_id: str, type_: str, body: dict[str, Any]) -> ProviderEvent:
     return ProviderEvent(
         event_id=event_id,
-        type=body["type"],
+        type=type_,
         payment_id=body["payment_id"],
         amount_minor=body.get("amount_minor"),
         currency=body.get("currency"),

@@ -90,27 +90,25 @@ def no_fencing() -> None:
 
 def no_inbox_dedupe() -> None:
     """
-    The provider inbox takes an event id it already has as if it were new.
+    The engine's inbox takes an event id it already has as if it were new.
 
     Both halves of the dedupe go: the read before the provider is asked
     (which would otherwise skip a known event) and the claim in the
     transaction of the event's effect.
     """
-    from saga.purchase import inbox  # noqa: PLC0415
+    from saga.core import inbox  # noqa: PLC0415
 
-    def prepare(tx: Tx, event: Any, fingerprint: str) -> tuple[Any, bool]:
-        del fingerprint
-        return find(tx, event), True
+    def to_observe(tx: Tx, route: Any, message: Any) -> Any:
+        return route.correlate(tx, message)
 
-    find = getattr(inbox, "_find_purchase")  # noqa: B009 - a private name, on purpose
-    _swap("no_inbox_dedupe", inbox, "_prepare", prepare)
+    _swap("no_inbox_dedupe", inbox, "_to_observe", to_observe)
     _sql_patch(
         "no_inbox_dedupe",
         {
-            "insert_inbox_event": [
+            "claim_message": [
                 (
-                    r"ON CONFLICT \(event_id\) DO NOTHING",
-                    "ON CONFLICT (event_id) DO UPDATE SET outcome = 'unmatched'",
+                    r"ON CONFLICT \(source, event_id\) DO NOTHING",
+                    "ON CONFLICT (source, event_id) DO UPDATE SET outcome = 'unmatched'",
                 )
             ]
         },

@@ -47,6 +47,16 @@ FAULT_KINDS: Final = (
     ("broker_outage", 1, "broker"),
     ("redeliver_webhooks", 3, None),
 )
+# Faults aimed at the guards, on for the whole fault phase (saga.purchase.chaos_aimed).
+AIMED_FAULTS: Final = (
+    ("pause_at_points", "workers stop themselves past their lease before completing or firing"),
+    ("skew_clocks", "each worker process's clock is off by up to 6 s"),
+    ("race_events", "threads adding to one saga at once while its deadline fires"),
+    ("redeliver_events", "a consumer with an inbox gets events twice, some at once"),
+    ("refuse_outbox_writes", "the database refuses one outbox insert in twenty"),
+)
+# Purchases whose hold is this short (1-3 s), so that the payment request races the expiry.
+SHORT_HOLD_SHARE: Final = 0.15
 _HORIZON_S: Final = 4 * 3600.0
 
 
@@ -61,6 +71,7 @@ class Order:
     cancel_after_s: float | None  # the client cancels this long after acceptance
     resend: bool  # the client sends the same request again
     conflict: bool  # the client reuses the operation id for another request
+    hold_seconds: int | None = None  # a short hold; None: the harness's default
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +135,7 @@ def _orders(rng: random.Random, run: str, purchases: int) -> list[Order]:
                 cancel_after_s=rng.uniform(0.0, 4.0) if rng.random() < CANCEL_SHARE else None,
                 resend=rng.random() < RESEND_SHARE,
                 conflict=rng.random() < CONFLICT_SHARE,
+                hold_seconds=rng.randint(1, 3) if rng.random() < SHORT_HOLD_SHARE else None,
             )
         )
     return orders

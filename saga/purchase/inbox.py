@@ -1,15 +1,17 @@
 """
-The inbox: provider events, however often and late they come, apply once.
+The provider's events, through the engine's inbox: however often and late they come, apply once.
 
 They arrive at least once, late, duplicated or out of order, and they may
-lie (a forged or premature event).  An event is a hint: before it changes
-anything the provider is asked for the payment's (or refund's) status by
-key, outside any transaction, and that answer is what is applied.  The event
-id is claimed under a unique key in the same transaction as the effect, so a
-duplicate finds its id taken and changes nothing; the same id with other
-content is recorded as a conflict and never applied.  What the event said is
-kept beside what the provider said; an event that claims money the provider
-does not confirm puts that evidence in front of a human (a review item).
+lie (a forged or premature event).  Each event type is an inbox route of
+source :data:`SOURCE` that observes before it applies (:class:`PaymentObserver`):
+the provider is asked for the payment's (or refund's) status by key, outside
+any transaction, and that answer is what is applied.  The engine's inbox
+claims the event id in the transaction of the effect (a duplicate changes
+nothing; the same id with other content is a recorded conflict) and keeps
+what the event said beside what the provider said; an event that claims
+money the provider does not confirm puts that evidence in front of a human
+(a review item).  :class:`Inbox` is the purchase's door to it
+(``engine.services.inbox``, ``saga webhook deliver``).
 """
 
 from __future__ import annotations
@@ -17,23 +19,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import open_review
+from saga import Applied, Message, Observed, Route, open_review
 from saga import validation as _validation
-from saga.codec import digest, dump_json, iso, maybe_utc
+from saga.codec import digest
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase import money as _money
 from saga.purchase.steps import apply_payment, apply_refund
 from steps.purchase import PROVIDER_EVENTS, payment_evidence, payment_key, refund_key
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Mapping
 
     from sqlalchemy.engine import RowMapping
 
-    from saga import Context, Database, Registry, Tx
+    from saga import Context, Delivered, Registry, Tx
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
 EVENTS: Final = PROVIDER_EVENTS
+SOURCE: Final = "provider"
+"""The payment provider, as the engine's inbox knows it: its events are deduplicated by id."""
+_CONFLICT: Final = "the same event id arrived before with other content; recorded, not applied"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -60,7 +65,7 @@ class ProviderEvent:
             _money.currency(self.currency)
 
     def payload(self) -> dict[str, Any]:
-        """The event's content: what the digest covers."""
+        """The event's content: what the digest covers (the reference is only an echo)."""
         return {
             "type": self.type,
             "payment_id": self.payment_id,
@@ -68,6 +73,16 @@ class ProviderEvent:
             "currency": self.currency,
             "refund_id": self.refund_id,
         }
+
+    def message(self) -> Message:
+        """The event as a message of the engine's inbox."""
+        content = {k: v for k, v in self.payload().items() if k != "type"}
+        return Message(
+            source=SOURCE,
+            event_id=self.event_id,
+            type=self.type,
+            payload={**content, "reference": self.reference},
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +117,45 @@ class Delivery:
         }
 
 
+def event_from_body(body: Mapping[str, Any]) -> ProviderEvent:
+    """
+    A provider event from a webhook's JSON body (the sandbox's format).
+
+    ``{"event_id", "type", "payment_id", "amount_minor", "currency",
+    "refund_id", "reference"}``; a missing or mistyped field is
+    :class:`~saga.exceptions.InvalidInput` naming it.
+    """
+    return ProviderEvent(
+        event_id=_field(body, "event_id", str, required=True),
+        type=_field(body, "type", str, required=True),
+        payment_id=_field(body, "payment_id", str, required=True),
+        amount_minor=_field(body, "amount_minor", int),
+        currency=_field(body, "currency", str),
+        refund_id=_field(body, "refund_id", str),
+        reference=_field(body, "reference", str),
+    )
+
+
+def event_of(message: Message) -> ProviderEvent:
+    """The provider event a message of :data:`SOURCE` carries."""
+    return event_from_body({**message.payload, "event_id": message.event_id, "type": message.type})
+
+
+def _field(body: Mapping[str, Any], name: str, kind: type, *, required: bool = False) -> Any:
+    value = body.get(name)
+    if value is None:
+        if required:
+            raise InvalidInput(field=name, problem="is missing")
+        return None
+    # bool is an int in Python, never an amount.
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise InvalidInput(field=name, problem=f"must be a JSON {_JSON_NAMES[kind]}")
+    return value
+
+
+_JSON_NAMES = {str: "string", int: "integer"}
+
+
 @dataclass(frozen=True, slots=True)
 class _Truth:
     """What the provider said about the payment (or refund) an event is about."""
@@ -126,170 +180,155 @@ class _Truth:
         return out
 
 
-class Inbox:
-    """Deliver provider events to the purchases they concern."""
+@dataclass(frozen=True, slots=True)
+class _Seen:
+    """What the provider said, and what the event claimed (for a review's evidence only)."""
 
-    def __init__(
-        self, db: Database, registry: Registry, provider: Callable[[], PaymentProvider]
-    ) -> None:
-        self.db = db
-        self.registry = registry
+    truth: _Truth
+    claimed: dict[str, Any]
+    contradictions: tuple[str, ...]
+    claims_money: bool
+
+
+class PaymentObserver:
+    """
+    The provider's events observe before they apply.
+
+    The provider is asked by the purchase's keys (never by the event's ids);
+    the purchase moves on its answer alone.  An event whose words claim money
+    the provider does not confirm opens a review item with both sides.
+    """
+
+    def observe(self, engine: Context, saga_id: str, message: Message) -> Observed[_Seen]:
+        """Ask the provider about the payment (or refund) of purchase ``saga_id``."""
+        event = event_of(message)
+        inbox: Inbox = engine.services.inbox
+        provider = inbox.provider()
+        key = payment_key(saga_id)
+        refund = event.type.startswith("refund.")
+        try:
+            payment = provider.payment_status(key=key)
+            refunded = provider.refund_status(key=refund_key(key)) if refund else None
+        except Exception as exc:
+            raise ProviderUnavailable(operation=f"status of {key}", error=str(exc)) from exc
+        truth = _Truth(payment, refunded, refund)
+        contradictions, claims_money = _contradictions(event, truth)
+        seen = _Seen(truth, event.payload(), tuple(contradictions), claims_money)
+        return Observed(
+            saga_id=saga_id,
+            value=seen,
+            evidence=truth.to_json(),
+            disagreements=tuple(contradictions),
+        )
+
+    def apply(
+        self, tx: Tx, registry: Registry, observation: Observed[_Seen], *, event_id: str
+    ) -> Applied:
+        """Move the purchase on what the provider said; a money claim goes to a human."""
+        seen, saga_id = observation.value, observation.saga_id
+        review = None
+        if seen.claims_money:
+            review = open_review(
+                tx,
+                saga_id,
+                subject="refund" if seen.truth.asked_refund else "payment",
+                reason="event_contradicts_provider",
+                evidence={
+                    "what": f"event {event_id} ({seen.claimed['type']}) claims money the provider "
+                    "does not confirm",
+                    "event_id": event_id,
+                    "event": seen.claimed,
+                    "provider": seen.truth.to_json(),
+                    "contradictions": list(seen.contradictions),
+                },
+                actor="provider",
+            )
+        extra = {"event_id": event_id}
+        cause = f"webhook {event_id}: provider status"
+        result: Mapping[str, Any] = {"outcome": "absorbed"}
+        if seen.truth.asked_refund and seen.truth.refund is not None:
+            result = apply_refund(
+                tx, registry, saga_id, seen.truth.refund, actor="provider", cause=cause, extra=extra
+            )
+        elif not seen.truth.asked_refund and seen.truth.payment is not None:
+            result = apply_payment(
+                tx,
+                registry,
+                saga_id,
+                seen.truth.payment,
+                actor="provider",
+                cause=cause,
+                extra=extra,
+            )
+        return Applied(
+            str(result["outcome"]),
+            evidence={"review_item": review or result.get("review_item")},
+        )
+
+
+def _correlate(tx: Tx, message: Message) -> str | None:
+    return _find_purchase(tx, event_of(message))
+
+
+def _fingerprint(message: Message) -> str:
+    # The digest the purchase's own inbox kept: events it took before the
+    # move, delivered again, are duplicates, not conflicts.
+    return digest(event_of(message).payload())
+
+
+OBSERVER: Final = PaymentObserver()
+ROUTES: Final = tuple(
+    Route(
+        source=SOURCE,
+        type=type_,
+        correlate=_correlate,
+        observe=OBSERVER,
+        fingerprint=_fingerprint,
+    )
+    for type_ in EVENTS
+)
+"""The provider's events, one inbox route per type."""
+
+
+class Inbox:
+    """The purchase's door to the engine's inbox: provider events in, what they did out."""
+
+    def __init__(self, engine: Context, provider: Callable[[], PaymentProvider]) -> None:
+        self.engine = engine
+        # Looked up on each event, so that the provider can be swapped.
         self.provider = provider
 
     def deliver(self, event: ProviderEvent, *, source: str = "cli") -> Delivery:
         """
         Apply ``event`` at most once; see :class:`Delivery` for what happened.
 
-        The provider is asked first; if it gives no answer nothing is recorded
+        ``source`` is the door it came through (``cli``, ``sandbox``).  The
+        provider is asked first; if it gives no answer nothing is recorded
         and :class:`~saga.exceptions.ProviderUnavailable` is raised, so the
         sender delivers the event again later.
         """
-        fingerprint = digest(event.payload())
-        saga_id, ask = self.db.transaction(lambda tx: _prepare(tx, event, fingerprint), write=False)
-        truth = self._ask(saga_id, event) if ask and saga_id is not None else None
-        return self.db.transaction(
-            lambda tx: deliver_in(tx, self.registry, event, source=source, truth=truth)
-        )
-
-    def _ask(self, saga_id: str, event: ProviderEvent) -> _Truth:
-        provider = self.provider()
-        key = payment_key(saga_id)
-        try:
-            payment = provider.payment_status(key=key)
-            if event.type.startswith("refund."):
-                return _Truth(payment, provider.refund_status(key=refund_key(key)), True)
-        except Exception as exc:
-            raise ProviderUnavailable(operation=f"status of {key}", error=str(exc)) from exc
-        return _Truth(payment, None, False)
+        delivered: Delivered = self.engine.messages.deliver(event.message(), via=source)
+        return _delivery(event, delivered)
 
 
-def _prepare(tx: Tx, event: ProviderEvent, fingerprint: str) -> tuple[str | None, bool]:
-    """The purchase the event is about, and whether the provider must be asked."""
-    seen = tx.one("get_inbox_event", event_id=event.event_id)
-    if seen is not None and (seen["digest"] != fingerprint or seen["outcome"] != "unmatched"):
-        return seen["saga_id"], False  # a conflict or a duplicate: nothing to apply
-    return _find_purchase(tx, event), True
-
-
-def deliver_in(
-    tx: Tx,
-    registry: Registry,
-    event: ProviderEvent,
-    *,
-    source: str,
-    truth: _Truth | None = None,
-) -> Delivery:
-    """:meth:`Inbox.deliver` inside ``tx``, with the provider's answer already in hand."""
-    payload = event.payload()
-    fingerprint = digest(payload)
-    claimed = tx.one(
-        "insert_inbox_event",
-        event_id=event.event_id,
-        source=source,
-        type=event.type,
-        payment_ref=event.payment_id,
-        digest=fingerprint,
-        payload=dump_json(payload),
-    )
-    if claimed is None:
-        seen = tx.one("get_inbox_event", event_id=event.event_id)
-        if seen is None or seen["digest"] != fingerprint:
-            tx.run(
-                "insert_inbox_conflict",
-                event_id=event.event_id,
-                digest=fingerprint,
-                payload=dump_json(payload),
-            )
-            saga_id = None if seen is None else seen["saga_id"]
-            return Delivery(
-                event.event_id,
-                "conflict",
-                saga_id,
-                state=_state_of(tx, saga_id),
-                conflict=True,
-                detail="the same event id arrived before with other content; recorded, not applied",
-            )
-        if seen["outcome"] != "unmatched":
-            return Delivery(
-                event.event_id,
-                seen["outcome"],
-                seen["saga_id"],
-                state=_state_of(tx, seen["saga_id"]),
-                duplicate=True,
-                detail=seen["detail"],
-            )
-        # Seen before, but no purchase knew the payment then (the event
-        # overtook the provider's answer): match it again now.
-    saga_id = _find_purchase(tx, event)
-    if saga_id is None or truth is None:
+def _delivery(event: ProviderEvent, delivered: Delivered) -> Delivery:
+    if delivered.conflict:
+        saga_id, state = delivered.saga_id, delivered.state
+        return Delivery(event.event_id, "conflict", saga_id, state, conflict=True, detail=_CONFLICT)
+    if delivered.outcome == "unmatched":
         unmatched = f"no purchase knows payment {event.payment_id}"
-        tx.run(
-            "settle_inbox_event",
-            event_id=event.event_id,
-            saga_id=None,
-            outcome="unmatched",
-            detail=unmatched,
-            evidence=None,
-        )
         return Delivery(event.event_id, "unmatched", detail=unmatched)
-    contradictions, money_claim = _contradictions(event, truth)
-    review = None
-    if money_claim:
-        review = open_review(
-            tx,
-            saga_id,
-            subject="refund" if event.type.startswith("refund.") else "payment",
-            reason="event_contradicts_provider",
-            evidence={
-                "what": f"event {event.event_id} ({event.type}) claims money the provider "
-                "does not confirm",
-                "event_id": event.event_id,
-                "event": payload,
-                "provider": truth.to_json(),
-                "contradictions": contradictions,
-            },
-            actor="provider",
-        )
-    extra = {"event_id": event.event_id}
-    cause = f"webhook {event.event_id}: provider status"
-    if event.type.startswith("refund."):
-        result = (
-            apply_refund(
-                tx, registry, saga_id, truth.refund, actor="provider", cause=cause, extra=extra
-            )
-            if truth.refund is not None
-            else {"outcome": "absorbed"}
-        )
-    else:
-        result = (
-            apply_payment(
-                tx, registry, saga_id, truth.payment, actor="provider", cause=cause, extra=extra
-            )
-            if truth.payment is not None
-            else {"outcome": "absorbed"}
-        )
-    outcome = str(result["outcome"])
-    review = review or result.get("review_item")
-    detail = "; ".join(contradictions) or None
-    tx.run(
-        "settle_inbox_event",
-        event_id=event.event_id,
-        saga_id=saga_id,
-        outcome=outcome,
-        detail=detail,
-        evidence=dump_json(
-            {"provider": truth.to_json(), "contradictions": contradictions, "review_item": review}
-        ),
-    )
+    evidence = delivered.evidence or {}
     return Delivery(
         event.event_id,
-        outcome,
-        saga_id,
-        state=_state_of(tx, saga_id),
-        detail=detail,
-        provider=truth.to_json(),
-        contradictions=tuple(contradictions),
-        review_item=review,
+        delivered.outcome,
+        delivered.saga_id,
+        state=delivered.state,
+        duplicate=delivered.duplicate,
+        detail=delivered.detail,
+        provider=evidence.get("observed"),
+        contradictions=tuple(evidence.get("disagreements", ())),
+        review_item=evidence.get("review_item"),
     )
 
 
@@ -342,13 +381,6 @@ def _contradictions(event: ProviderEvent, truth: _Truth) -> tuple[list[str], boo
     return found, claim
 
 
-def _state_of(tx: Tx, saga_id: str | None) -> str | None:
-    if saga_id is None:
-        return None
-    row = tx.one("get_saga", id=saga_id)
-    return None if row is None else str(row["state"])
-
-
 def _find_purchase(tx: Tx, event: ProviderEvent) -> str | None:
     if event.type.startswith("refund.") and event.refund_id:
         refund = tx.one("refund_by_ref", provider_ref=event.refund_id)
@@ -364,11 +396,3 @@ def _find_purchase(tx: Tx, event: ProviderEvent) -> str | None:
         if row is not None:
             return str(row["saga_id"])
     return None
-
-
-def messages_of(engine: Context, saga_id: str) -> list[dict[str, Any]]:
-    """The provider events the purchase's inbox matched to one purchase, oldest first."""
-    rows = engine.db.transaction(
-        lambda tx: tx.all("inbox_of_saga", saga_id=saga_id, limit=200), write=False
-    )
-    return [{**dict(row), "received_at": iso(maybe_utc(row["received_at"]))} for row in rows]

@@ -99,15 +99,17 @@ class PurchaseServices:
     provider (the one given, else the sandbox, opened on first use).
     """
 
-    def __init__(self, engine: Context) -> None:
-        self.payments = Payments(
-            engine,
-            sandbox_url=engine.options.get("sandbox_url"),
-            provider=engine.options.get("provider"),
-        )
+    def __init__(
+        self,
+        engine: Context,
+        *,
+        sandbox_url: str | None = None,
+        provider: PaymentProvider | None = None,
+    ) -> None:
+        self.payments = Payments(engine, sandbox_url=sandbox_url, provider=provider)
         self.catalogue = Catalogue(engine.db)
         self.purchases = Purchases(engine.db, engine.sagas)
-        self.inbox = Inbox(engine.db, engine.registry, self.payments.provider_getter)
+        self.inbox = Inbox(engine, self.payments.provider_getter)
 
     @property
     def sandbox(self) -> Sandbox:

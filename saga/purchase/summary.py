@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Final
 
-from saga.core.money import MoneySummary, Movement
+from saga import MoneySummary, Movement
 from saga.purchase.money import exponent
 
 if TYPE_CHECKING:

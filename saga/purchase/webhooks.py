@@ -1,4 +1,4 @@
-"""The sandbox provider's webhooks, delivered by the workers to the purchase's inbox."""
+"""The sandbox provider's webhooks, delivered by the workers to the engine's inbox."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from urllib.parse import urlsplit
 
 from saga import crash_point, get_logger, sign_webhook
 from saga.exceptions import InvalidInput, ProviderUnavailable
-from saga.purchase.inbox import ProviderEvent
+from saga.purchase.inbox import event_from_body
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -140,25 +140,6 @@ class SandboxWebhooks:
         return wait
 
 
-def event_from_body(body: Mapping[str, Any]) -> ProviderEvent:
-    """
-    A provider event from a webhook's JSON body (the sandbox's format).
-
-    ``{"event_id", "type", "payment_id", "amount_minor", "currency",
-    "refund_id", "reference"}``; a missing or mistyped field is
-    :class:`~saga.exceptions.InvalidInput` naming it.
-    """
-    return ProviderEvent(
-        event_id=_field(body, "event_id", str, required=True),
-        type=_field(body, "type", str, required=True),
-        payment_id=_field(body, "payment_id", str, required=True),
-        amount_minor=_field(body, "amount_minor", int),
-        currency=_field(body, "currency", str),
-        refund_id=_field(body, "refund_id", str),
-        reference=_field(body, "reference", str),
-    )
-
-
 def http_receivers(engine: Context) -> dict[str, Callable[[Mapping[str, Any]], Delivery]]:
     """``POST /webhooks/sandbox``: the payment provider's signed webhooks, into the inbox."""
 
@@ -167,18 +148,3 @@ def http_receivers(engine: Context) -> dict[str, Callable[[Mapping[str, Any]], D
         return delivery
 
     return {"sandbox": receive}
-
-
-def _field(body: Mapping[str, Any], name: str, kind: type, *, required: bool = False) -> Any:
-    value = body.get(name)
-    if value is None:
-        if required:
-            raise InvalidInput(field=name, problem="is missing")
-        return None
-    # bool is an int in Python, never an amount.
-    if not isinstance(value, kind) or isinstance(value, bool):
-        raise InvalidInput(field=name, problem=f"must be a JSON {_JSON_NAMES[kind]}")
-    return value
-
-
-_JSON_NAMES = {str: "string", int: "integer"}

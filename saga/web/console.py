@@ -377,7 +377,7 @@ def saga(saga_id: str) -> str:
     """One saga's timeline (history, jobs, timers, events in and out) and why it is there."""
     instance = engine().instances.show(saga_id)
     events = engine().instances.events(saga_id)
-    # The application's own inbox too (the purchase keeps its provider's events apart).
+    # An application that keeps messages of its own shows them here too.
     received = [*events["in"], *engine().app.messages(engine(), saga_id)]
     events["in"] = sorted(received, key=lambda message: str(message["received_at"]))
     return render_template(

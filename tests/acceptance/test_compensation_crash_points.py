@@ -15,10 +15,11 @@ import pytest
 import sqlalchemy as sa
 
 from saga import Engine, verify
-from saga.core.faults import CRASH_POINTS, EXIT_CODE
+from saga.core.faults import EXIT_CODE
 from saga.core.supervisor import builtin_handlers
 from saga.core.worker import Worker
 from saga.examples.approvals import app as approval_app
+from saga.purchase.faults import CRASH_POINTS
 from saga.testing import run_due
 from tests.helpers import engine_on, expire_lease, rows, wait_until
 
@@ -106,6 +107,7 @@ def test_every_crash_point_in_the_code_is_declared_and_every_declared_one_is_in_
     assert set(CRASH_POINTS) == used
 
 
+@pytest.mark.slow
 def test_killed_after_the_provider_cancelled_the_purchase_ends_cancelled_once(
     shop, db_url, tmp_path
 ):
@@ -126,6 +128,7 @@ def test_killed_after_the_provider_cancelled_the_purchase_ends_cancelled_once(
     assert verify(shop).ok
 
 
+@pytest.mark.slow
 def test_killed_between_the_refund_intent_and_the_call_refunds_once(shop, db_url, tmp_path):
     """Compensation: the refund intent committed, the provider was never asked."""
     purchase = start(shop, "op-1")
@@ -140,6 +143,7 @@ def test_killed_between_the_refund_intent_and_the_call_refunds_once(shop, db_url
     assert verify(shop).ok
 
 
+@pytest.mark.slow
 def test_killed_after_the_inbox_committed_a_webhook_its_redelivery_changes_nothing(
     shop, db_url, tmp_path
 ):
@@ -159,6 +163,7 @@ def test_killed_after_the_inbox_committed_a_webhook_its_redelivery_changes_nothi
     assert verify(shop).ok
 
 
+@pytest.mark.slow
 def test_killed_before_a_batch_completed_its_results_are_computed_again_once(db_url, tmp_path):
     """Results computed, the completion not committed: the jobs run again, complete once."""
     with engine_on(db_url, approval_app) as approvals:

@@ -16,7 +16,8 @@ from saga.examples.approvals import app
 from saga.testing import SagaClock, run_due
 from tests.helpers import engine_on, expire_lease
 
-pytestmark = pytest.mark.timeout(120)
+# A worker process started, killed at a crash point, and its lease run out.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
 def _die_at(point, url, marker):

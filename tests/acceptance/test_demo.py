@@ -9,7 +9,7 @@ import pytest
 from saga import Engine, collect_stats
 from saga.cli import main
 from saga.cli.common import Output
-from saga.cli.demo import _print, _print_left
+from saga.purchase.cli.demo import _print, _print_left
 
 
 @pytest.mark.slow

@@ -76,6 +76,7 @@ def provider_settles(engine, payment_id, status="succeeded"):
         )
 
 
+@pytest.mark.slow
 def test_a_paid_purchase_reads_reserved_payment_pending_confirmed(shop):
     """Writing the payment intent moves the purchase to payment_pending (defect 1)."""
     purchase = start(shop, "op-1")
@@ -85,6 +86,7 @@ def test_a_paid_purchase_reads_reserved_payment_pending_confirmed(shop):
     assert [{"event": "payment_requested", "actor": "worker"}] == intent
 
 
+@pytest.mark.slow
 def test_an_event_with_other_money_never_rewrites_a_settled_payment(shop):
     """A later success of 12.00 USD leaves 49.00 EUR recorded, kept as evidence (defect 2)."""
     purchase = start(shop, "op-1")
@@ -142,6 +144,7 @@ def test_a_stale_failure_first_does_not_cancel_a_paid_purchase(shop):
     assert ("applied", "confirmed") == (late.outcome, late.state)
 
 
+@pytest.mark.slow
 def test_pm_stale_failure_first_ends_confirmed_with_one_charge_and_no_refund(shop):
     """The sandbox method: the stale failure webhook comes first, the purchase is paid."""
     purchase = start(shop, "op-1", "pm_stale_failure_first")
@@ -198,6 +201,7 @@ def test_the_cli_refusal_of_an_unbacked_paid_exits_3(shop, timed_out, db_url, ca
     assert 3 == code
 
 
+@pytest.mark.slow
 def test_money_received_outside_the_provider_confirms_with_its_trace(shop, timed_out):
     """paid --external-ref: confirmed, the transfer recorded, verify counts it (defect 4)."""
     purchase, item = timed_out
@@ -234,6 +238,7 @@ def test_an_external_amount_other_than_the_price_is_refused(shop, timed_out):
     assert 0 == scalar(shop, "SELECT count(*) FROM external_movements")
 
 
+@pytest.mark.slow
 def test_refunded_by_hand_keeps_verify_green_for_good(shop, db_url):
     """A declined refund paid back by transfer: refunded, and verify stays green (defect 4)."""
     purchase = start(shop, "op-1", "pm_refund_fails")

@@ -118,6 +118,7 @@ def pending(shop):
     return purchase, payment["payment_id"]
 
 
+@pytest.mark.slow
 def test_duplicate_webhook_applies_once(shop, pending):
     """The same event twice: applied once, the second recorded as a duplicate."""
     _, payment_id = pending
@@ -130,6 +131,7 @@ def test_duplicate_webhook_applies_once(shop, pending):
     assert before == dump(shop)
 
 
+@pytest.mark.slow
 def test_same_event_id_with_other_content_is_a_recorded_conflict(shop, pending):
     """Reusing an event id for other content is recorded, never applied."""
     purchase, payment_id = pending
@@ -141,6 +143,7 @@ def test_same_event_id_with_other_content_is_a_recorded_conflict(shop, pending):
     assert 1 == scalar(shop, "SELECT count(*) FROM inbox_conflicts WHERE event_id = 'evt-1'")
 
 
+@pytest.mark.slow
 def test_reordered_webhook_never_regresses(shop, pending):
     """An older failure arriving after the success changes nothing."""
     purchase, payment_id = pending
@@ -226,6 +229,7 @@ def test_late_payment_after_the_seat_was_sold_again(shop, db_url):
     assert (1, 0, 1, 0) == (intensive.capacity, intensive.held, intensive.taken, intensive.free)
 
 
+@pytest.mark.slow
 def test_event_that_overtook_the_payment_answer_is_matched_when_delivered_again(shop, pending):
     """Unmatched is not consumed: the provider's retry applies once the payment is known."""
     purchase, payment_id = pending

@@ -234,6 +234,7 @@ class TestCli:
         )
 
 
+@pytest.mark.slow
 def test_verify_exits_1_when_an_invariant_breaks(shop, db_url, capsys):
     """A purchase whose seat row lies about its state breaks two invariants: exit 1."""
     start(shop, "op-1", "pm_ok")
@@ -267,6 +268,7 @@ def test_not_paid_is_refused_when_the_provider_already_reported_the_charge(shop,
     assert "needs_reconciliation" == shop.services.purchases.get(unknown.id).state
 
 
+@pytest.mark.slow
 def test_declined_refund_can_be_settled_as_refunded_by_hand(shop, db_url):
     """A refund the provider declines for good is settled by an operator who paid it back."""
     purchase = start(shop, "op-1", "pm_refund_fails")

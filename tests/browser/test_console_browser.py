@@ -290,3 +290,15 @@ def test_a_sagas_events_in_and_out_do_not_overlap_at_1280_px(world, console, chr
     assert apart(inbound["part"], outbound["part"]), boxes
     for side in boxes:  # each table fits its column: nothing runs under the neighbour
         assert side["table"][2] <= side["part"][2] + 1, boxes
+
+
+def test_the_queue_fits_1280_px_with_its_money_and_deadline_columns(world, console, chrome):
+    """Eleven columns, money and a relative deadline: no sideways scrolling at 1280 px."""
+    chrome.set_window_size(1280, 1000)
+    sign_in(chrome, console)
+    chrome.get(f"{console}/recon")
+    shows(chrome, "EUR")
+    wide, shown = chrome.execute_script(
+        "return [document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+    )
+    assert wide <= shown

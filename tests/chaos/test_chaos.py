@@ -1,11 +1,8 @@
 """
 ``saga chaos``: the short tier on PostgreSQL with the broker (green), a run on
 the embedded default, the plan's reproducibility, its bad input, and the
-engine broken on purpose in six ways, each caught.
-
-The broken variants live in ``tests/chaos/broken/sitecustomize.py``: this
-module puts that folder on the ``PYTHONPATH`` of the harness it starts, so
-the harness and every worker process run the broken engine.
+engine broken on purpose (``--mutant``, saga/purchase/chaos_mutants.py), each
+mutant caught by the run alone.
 """
 
 from __future__ import annotations
@@ -14,24 +11,23 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from saga.purchase.chaos_mutants import MUTANTS as ALL_MUTANTS
+from saga.purchase.chaos_mutants import ONLY_ON
 from saga.purchase.chaos_plan import ChaosPlan
 from tests.broker import BROKER_URL, require_broker
 
-BROKEN = Path(__file__).parent / "broken"
+# Every test here is the chaos harness or its plan; the runs themselves are slow.
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 
-pytestmark = pytest.mark.timeout(900)
 
-
-def chaos(url, *args, variant=None, timeout=840):
+def chaos(url, *args, mutant=None, timeout=840):
     """Run ``saga chaos --json`` in a process of its own; its exit code and report."""
     env = {**os.environ}
-    if variant is not None:
-        env["PYTHONPATH"] = os.pathsep.join([str(BROKEN), env.get("PYTHONPATH", "")])
-        env["SAGA_BROKEN_VARIANT"] = variant
+    if mutant is not None:
+        args = (*args, "--mutant", mutant)
     done = subprocess.run(
         [sys.executable, "-m", "saga", "chaos", "--json", "--db", url, *args],
         capture_output=True,
@@ -47,6 +43,8 @@ def chaos(url, *args, variant=None, timeout=840):
     return done.returncode, report, done.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.broker
 def test_the_short_tier_on_postgresql_with_the_broker_ends_with_no_violation(postgres_url):
     """About 500 purchases, 2 workers, a fault every few seconds: nothing breaks."""
     require_broker()
@@ -67,6 +65,7 @@ def test_the_short_tier_on_postgresql_with_the_broker_ends_with_no_violation(pos
     assert report["purchases"]["accepted"] > 0
 
 
+@pytest.mark.slow
 def test_a_run_on_the_embedded_default_ends_with_no_violation(tmp_path):
     """SQLite: no sessions to end and no broker, the same checks."""
     code, report, _ = chaos(
@@ -113,6 +112,9 @@ def test_the_faults_a_setup_cannot_have_are_never_drawn():
         ("--faults", "kill_worker,flood", "faults"),
         ("--workers", "0", "workers"),
         ("--crash-rate", "1.5", "crash_rate"),
+        ("--faults", "race_events,nope", "faults"),
+        ("--mutant", "no_such_guard", "mutant"),
+        ("--mutant", "no_skip_locked", "mutant"),  # a PostgreSQL guard, on SQLite
     ],
 )
 def test_bad_input_is_refused_before_anything_is_created(tmp_path, flag, value, field):
@@ -130,60 +132,102 @@ def test_bad_input_is_refused_before_anything_is_created(tmp_path, flag, value, 
     assert not db.exists()
 
 
-# Each variant, the run that exposes it, and where the report says so.  Two
-# variants of the switchboard are not here, because a run catches them by
-# chance, not by design (see docs/chaos.md): no_fencing needs a pause to land
-# between a worker's claim and its completion (caught in 4 of 6 runs), and
-# cas_without_version needs two writers deciding on one saga at once with the
-# same state, which the state condition it keeps already refuses.
-VARIANTS = {
-    "no_seat_guard": (("--purchases", "60", "--workers", "2"), "must_be_zero", "oversold_seats"),
-    "random_refund_key": (
-        (
-            "--workers",
-            "2",
-            "--purchases",
-            "60",
-            "--crash-points",
-            "refund.after_call",
-            "--crash-rate",
-            "0.5",
-        ),
-        "invariants",
-        "liveness",
-    ),
-    "no_inbox_dedupe": (
-        (
-            "--workers",
-            "2",
-            "--purchases",
-            "150",
-            "--faults",
-            "redeliver_webhooks",
-            "--fault-every",
-            "0.5",
-        ),
-        "invariants",
-        "one_review_per_event",
-    ),
-    "expiry_without_asking": (
-        ("--purchases", "80", "--workers", "2"),
-        "invariants",
-        "asked_before_expiry",
-    ),
+# Each mutant and the check of the report that catches it, with `saga chaos`'s
+# defaults (every fault, the aimed ones included) and no option but the size:
+# the run alone must fail.  The two it does not catch (docs/chaos.md says why)
+# are not here: relay_without_lease and no_skip_locked.
+SHORT = ("--seed", "1", "--purchases", "80", "--workers", "2", "--duration", "15")
+CAUGHT = {
+    "no_seat_guard": ("must_be_zero", "oversold_seats"),
+    "no_seat_release": ("invariants", "seat_follows_state"),
+    "random_refund_key": ("invariants", "liveness"),
+    "no_inbox_dedupe": ("invariants", "one_review_per_event"),
+    "expiry_without_asking": ("invariants", "asked_before_expiry"),
+    "cas_without_version": ("must_be_zero", "tally_adds_lost"),
+    "no_fencing": ("invariants", ("fencing", "money_fencing")),
+    "app_clock": ("invariants", ("fencing", "money_fencing")),
+    "no_hold_deadline": ("must_be_zero", "payments_after_hold"),
+    "timer_without_version": ("must_be_zero", "timers_fired_on_another_version"),
+    "consumer_without_inbox": ("must_be_zero", "events_applied_twice"),
+    "outbox_after_commit": ("invariants", "outbox"),
+    "sqlite_deferred_begin": ("must_be_zero", "writes_rerun_after_lock_errors"),
 }
+# CI runs the quickest, every time; the rest are marked slow.
+IN_CI = (
+    "no_seat_guard",
+    "no_seat_release",
+    "consumer_without_inbox",
+    "outbox_after_commit",
+    "sqlite_deferred_begin",
+)
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_the_harness_catches_the_engine_broken_on_purpose(postgres_url, variant):
-    """Each guard removed makes the run fail, on the check that guards it."""
-    args, section, name = VARIANTS[variant]
-    code, report, _ = chaos(postgres_url, "--seed", "1", *args, variant=variant)
-    assert 1 == code
-    assert not report["ok"]
+def caught(report, section, name):
+    """Whether the report's ``section`` counts a violation under ``name`` (or one of them)."""
+    names = name if isinstance(name, tuple) else (name,)
     if section == "must_be_zero":
-        assert report["must_be_zero"][name] > 0, report["problems"]
-    else:
-        found = {i["name"]: i["violations"] for i in report["invariants"]}
-        names = name if isinstance(name, tuple) else (name,)
-        assert any(found[n] > 0 for n in names), report["problems"]
+        return any(report["must_be_zero"][n] for n in names)
+    found = {i["name"]: i["violations"] for i in report["invariants"]}
+    return any(found[n] > 0 for n in names)
+
+
+@pytest.mark.parametrize(
+    "mutant",
+    [m if m in IN_CI else pytest.param(m, marks=pytest.mark.slow) for m in sorted(CAUGHT)],
+)
+def test_the_harness_catches_the_engine_broken_on_purpose(postgres_url, tmp_path, mutant):
+    """Each guard removed makes the run fail, on the check that guards it."""
+    section, name = CAUGHT[mutant]
+    url = f"sqlite:///{tmp_path}/chaos.db" if ONLY_ON.get(mutant) == "sqlite" else postgres_url
+    code, report, _ = chaos(url, *SHORT, mutant=mutant)
+    assert 1 == code
+    assert (False, mutant) == (report["ok"], report["mutant"])
+    assert caught(report, section, name), report["problems"]
+
+
+def test_the_unbroken_engine_passes_the_same_run(postgres_url):
+    """The run the mutants fail, on the engine as shipped: no false alarm from the aimed faults."""
+    code, report, _ = chaos(postgres_url, *SHORT)
+    assert (0, []) == (code, report["problems"])
+    assert report["mutant"] is None
+    assert set(report["faults"]["aimed"]) == {
+        "pause_at_points",
+        "skew_clocks",
+        "race_events",
+        "redeliver_events",
+        "refuse_outbox_writes",
+    }
+    assert report["faults"]["tally_adds"] > 0
+    assert report["faults"]["consumer_duplicate"] > 0
+
+
+@pytest.mark.parametrize("mutant", sorted(ALL_MUTANTS))
+def test_every_mutant_still_breaks_what_it_names(postgres_url, tmp_path, mutant):
+    """
+    Applied in a process of its own, each mutant finds the code it patches on its backends.
+
+    A mutant whose target moved raises instead of testing nothing: this
+    opens an engine on each backend it applies to (the SQL patches are made
+    when the queries are loaded).
+    """
+    only = ONLY_ON.get(mutant)
+    backends = (("sqlite", f"sqlite:///{tmp_path}/m.db"), ("postgres", postgres_url))
+    urls = [url for backend, url in backends if only in (None, backend)]
+    script = (
+        "import sys\n"
+        "from saga import Engine\n"
+        "from saga.purchase.chaos_aimed import chaos_app\n"
+        "from saga.purchase.chaos_mutants import apply\n"
+        "apply(sys.argv[1])\n"
+        "for url in sys.argv[2:]:\n"
+        "    with Engine(url, app=chaos_app(), check_schema=False) as engine:\n"
+        "        engine.upgrade()\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, mutant, *urls],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert 0 == done.returncode, done.stderr[-2000:]

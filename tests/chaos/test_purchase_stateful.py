@@ -27,18 +27,19 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from saga import CRASH_POINTS, DeadLetterFilter, DeadLetters, Engine, collect_stats, verify
+from saga import DeadLetterFilter, DeadLetters, Engine, collect_stats, verify
 from saga.codec import load_json
 from saga.core import faults
 from saga.core.supervisor import builtin_handlers
 from saga.core.worker import Worker
 from saga.exceptions import ConflictError, InvalidInput
 from saga.purchase.chaos_plan import METHODS
+from saga.purchase.faults import CRASH_POINTS
 from saga.purchase.inbox import ProviderEvent
 from saga.testing import SagaClock
 from tests.conftest import PostgresSchema, require_postgres
 
-pytestmark = pytest.mark.timeout(900)
+pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
 
 WORKER_POINTS = tuple(
     p for p in CRASH_POINTS if not p.startswith(("relay.", "consumer.", "accept."))

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from saga.cli import _VALUED, COMMAND_MODULES, MODULES, invoked_module, main
+from saga.cli import _VALUED, COMMAND_MODULES, MODULES, invoked, invoked_module, main
 from saga.cli.common import add_common_options
 from saga.cli.queue import MAX_WORKERS
 from saga.core.supervisor import MAX_CONCURRENCY
@@ -97,35 +97,41 @@ def test_every_command_is_in_the_table_with_the_module_that_registers_it():
 
 
 @pytest.mark.parametrize(
-    ("argv", "module"),
+    ("argv", "command", "module"),
     [
-        (["stats"], "queue"),
-        (["--db", "sqlite:///x.db", "--json", "purchase", "show", "p"], "purchase"),
-        (["--log-level", "debug", "--db=sqlite:///stats", "verify"], "ops"),
-        (["--app", "stats", "demo"], "demo"),  # an option's value is not the command
-        (["--ap", "demo", "worker"], "queue"),  # an abbreviated option takes its value too
-        (["--json", "--sandbox", "x", "stats"], "queue"),
-        (["--help"], None),
-        (["-h", "worker"], None),  # help before the command lists every command
-        (["--json", "--help", "stats"], None),
-        (["no-such-command"], None),
-        ([], None),
+        (["stats"], "stats", "queue"),
+        (["--db", "sqlite:///x.db", "--json", "purchase", "show", "p"], "purchase", None),
+        (["--log-level", "debug", "--db=sqlite:///stats", "verify"], "verify", "ops"),
+        (["--app", "stats", "demo"], "demo", None),  # an option's value is not the command
+        (["--ap", "demo", "worker"], "worker", "queue"),  # an abbreviated option takes its value
+        (["--json", "--sandbox", "x", "stats"], "stats", "queue"),  # the application's option too
+        (["--help"], None, None),
+        (["-h", "worker"], None, None),  # help before the command lists every command
+        (["--json", "--help", "stats"], None, None),
+        (["no-such-command"], "no-such-command", None),
+        ([], None, None),
     ],
 )
-def test_the_invoked_commands_module_is_found_before_parsing(argv, module):
-    assert module == invoked_module(argv)
+def test_the_invoked_commands_module_is_found_before_parsing(argv, command, module):
+    """The engine's commands by module; the application's (`purchase`, `demo`) by name."""
+    valued = _VALUED | {"--sandbox-db"}
+    assert (command, module) == (invoked(argv, valued), invoked_module(argv, valued))
 
 
 def test_a_command_builds_only_its_own_parsers(small_db):
     url, purchase_id = small_db
-    others = tuple(f"saga.cli.{name}" for name in MODULES if name != "purchase")
+    others = (
+        *(f"saga.cli.{name}" for name in MODULES),
+        *(f"saga.purchase.cli.{name}" for name in ("catalogue", "sandbox", "demo", "chaos")),
+    )
     assert [] == _loaded_after(["purchase", "show", purchase_id, "--db", url], others)
 
 
 def test_help_still_lists_every_command(capsys):
     assert 0 == main(["--help"])
     listed = capsys.readouterr().out
-    assert all(f"    {name}" in listed for name in COMMAND_MODULES)
+    purchases = ("intensive", "purchase", "sandbox", "demo", "chaos")
+    assert all(f"    {name}" in listed for name in (*COMMAND_MODULES, *purchases))
 
 
 def test_the_options_taken_for_values_are_the_top_level_ones_that_take_one():

@@ -99,6 +99,7 @@ def test_purchase_of_an_unknown_intensive_exits_4(shop, db_url, capsys):
     assert 0 == scalar(shop, "SELECT count(*) FROM sagas")
 
 
+@pytest.mark.slow
 def test_a_duplicate_webhook_says_where_the_purchase_is(shop, db_url, capsys):
     """--json of a duplicate has the purchase's state; the text has no "(None)"."""
     purchase = shop.services.purchases.start(
@@ -130,6 +131,7 @@ def test_a_duplicate_webhook_says_where_the_purchase_is(shop, db_url, capsys):
     assert "(confirmed)" in text
 
 
+@pytest.mark.slow
 def test_purchase_show_has_payment_refund_and_item_lines(shop, db_url, capsys):
     """The text view shows the money, not only the JSON."""
     purchase = shop.services.purchases.start(
@@ -146,6 +148,7 @@ def test_purchase_show_has_payment_refund_and_item_lines(shop, db_url, capsys):
     assert "reconciliation" in lines
 
 
+@pytest.mark.slow
 def test_a_second_resolution_says_already_resolved(shop, db_url, capsys):
     """Not "is resolved at version 2, not 2": the message says what happened."""
     purchase = shop.services.purchases.start(
@@ -207,6 +210,7 @@ def test_replay_all_needs_yes_when_not_interactive(shop, db_url, capsys, monkeyp
     assert "pending" == scalar(shop, "SELECT state FROM jobs WHERE id = 'dead'")
 
 
+@pytest.mark.postgres
 def test_db_upgrade_creates_a_missing_postgres_schema(capsys):
     """A search_path naming a schema that does not exist yet: db upgrade creates it."""
     require_postgres()
@@ -239,6 +243,7 @@ def test_a_crash_looping_worker_gives_up_with_one_traceback(sqlite_url, capsys, 
     assert "giving up" in err
 
 
+@pytest.mark.slow
 def test_a_client_killed_after_the_commit_gets_its_purchase_by_retrying(tmp_path):
     """Crash after commit, before the reply: the same command again returns that purchase."""
     url = f"sqlite:///{tmp_path}/saga.db"

@@ -93,6 +93,7 @@ def test_a_failed_outbox_write_undoes_the_start(orders):
     assert [1] == [row["saga_version"] for row in events_of(orders, saga_id, "order.placed")]
 
 
+@pytest.mark.slow
 def test_the_tests_above_fail_on_an_engine_that_writes_the_event_after_the_commit():
     """
     The mutant self-test: the outbox written in its own transaction is caught.

@@ -205,6 +205,7 @@ def _faketime() -> str | None:
     return shutil.which("faketime")
 
 
+@pytest.mark.slow
 def test_leases_and_deadlines_come_from_the_database_clock(pg):
     """
     A worker whose clock runs two hours ahead still gets leases and deadlines by the database.

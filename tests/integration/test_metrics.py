@@ -65,6 +65,7 @@ def total(scrape, name, **labels):
     return sum(value for (n, have), value in scrape.items() if n == name and wanted <= have)
 
 
+@pytest.mark.slow
 def test_the_databases_figures_equal_saga_stats(shop):
     """Queue depth, sagas by kind and state, the reconciliation backlog: as stats says."""
     buy(shop, 9)

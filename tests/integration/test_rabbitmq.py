@@ -130,6 +130,7 @@ def test_a_broker_outage_delays_events_and_loses_none(orders, broker, outage):
     assert len(ids) == len(set(ids))
 
 
+@pytest.mark.slow
 def test_a_relay_killed_after_the_broker_confirmed_publishes_again_and_the_consumer_applies_once(
     orders, db_url, broker, tmp_path
 ):
@@ -151,6 +152,7 @@ def test_a_relay_killed_after_the_broker_confirmed_publishes_again_and_the_consu
     assert sorted(tally.applied) == sorted(row["event_id"] for row in outbox(orders))
 
 
+@pytest.mark.slow
 def test_a_relay_killed_after_claiming_publishes_after_a_restart(orders, db_url, broker, tmp_path):
     """Crash between commit and publish: nothing went out; the next relay sends it, once."""
     queue = broker.bind("all", "#")
@@ -265,6 +267,7 @@ def figures(capsys, db_url):
     return projected, recorded
 
 
+@pytest.mark.slow
 def test_a_consumer_that_dies_before_its_ack_gets_the_message_again_and_applies_it_once(
     shop, broker, capsys, tmp_path
 ):
@@ -292,6 +295,7 @@ def test_a_consumer_that_dies_before_its_ack_gets_the_message_again_and_applies_
     assert 2 == projected["intensives"]["py"]["seats_sold"]
 
 
+@pytest.mark.slow
 def test_the_same_event_id_with_other_content_is_a_conflict_at_the_consumer(shop, broker, capsys):
     """A forged copy of a delivered event is recorded, and the figures do not move."""
     queue = broker.queue("sales")

@@ -310,6 +310,7 @@ def work_through_http(shop, host, port, secret):
     assert 0 == done.returncode, done.stderr
 
 
+@pytest.mark.slow
 def test_the_sandbox_signs_its_webhooks_and_sends_them_over_http(shop):
     """A real provider's path: the sandbox's webhooks reach the inbox through the server."""
     purchase = start(shop, "pm_duplicate_webhooks")
@@ -321,6 +322,7 @@ def test_the_sandbox_signs_its_webhooks_and_sends_them_over_http(shop):
     assert None is shop.services.sandbox.next_webhook_in()
 
 
+@pytest.mark.slow
 def test_a_sandbox_with_the_wrong_secret_is_refused_and_keeps_its_webhooks(shop):
     """Every request refused and recorded; nothing reaches the inbox; the webhooks wait."""
     purchase = start(shop, "pm_ok")

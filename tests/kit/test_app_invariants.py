@@ -30,6 +30,7 @@ def url_of(backend):
     return None
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("backend", ["sqlite", "postgres"])
 def test_the_applications_own_invariant_is_checked_without_being_passed(backend):
     """run_saga_test(app) alone finds the broken rule, named as `saga verify` names it."""
@@ -42,6 +43,7 @@ def test_the_applications_invariants_can_be_left_out():
     run_saga_test(STRICT, app_invariants=False, max_examples=10)
 
 
+@pytest.mark.slow
 def test_the_tests_own_invariants_are_checked_beside_the_applications():
     """invariants= adds to the application's rules, it does not replace them."""
     asked = []

@@ -16,6 +16,7 @@ from tests.conftest import POSTGRES_URL, require_postgres
 SIGNATURES = {"approve": st.sampled_from([{"signature": "ann"}, {"signature": ""}, {}])}
 
 
+@pytest.mark.slow
 def test_the_approval_saga_passes_the_kit():
     """Random starts, events, stale versions, clock jumps, due work, crashing steps: all hold."""
     started = time.monotonic()
@@ -23,6 +24,8 @@ def test_the_approval_saga_passes_the_kit():
     print(f"approval: {time.monotonic() - started:.1f} s")
 
 
+@pytest.mark.slow
+@pytest.mark.postgres
 def test_the_kit_runs_on_postgresql_by_url():
     """The same test on PostgreSQL: a schema per example, none left behind."""
     require_postgres()
@@ -81,6 +84,7 @@ def steps_of(failure):
     ]
 
 
+@pytest.mark.slow
 def test_the_kit_catches_a_terminal_state_that_moves():
     """The leaky machine is found, and shrunk to start, close, reopen."""
     with pytest.raises(AssertionError, match="left the terminal state closed") as failure:
@@ -92,6 +96,7 @@ def test_the_kit_catches_a_terminal_state_that_moves():
     assert len(lines) <= 4, lines
 
 
+@pytest.mark.slow
 def test_the_kit_catches_a_timer_that_fires_twice():
     """The nagging reminder is found: one deadline, fired twice, in the shortest story."""
     with pytest.raises(AssertionError, match="fired twice") as failure:

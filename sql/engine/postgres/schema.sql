@@ -212,6 +212,9 @@ CREATE TABLE inbox_messages (
     outcome       text NOT NULL,
     detail        text,
     received_at   timestamptz NOT NULL DEFAULT clock_timestamp(),
+    -- 0014: the door a message came through, and what a route's observation saw.
+    via           text,
+    evidence      jsonb,
     PRIMARY KEY (source, event_id),
     CONSTRAINT inbox_messages_outcome_known CHECK (
         outcome IN ('applied', 'absorbed', 'not_applicable', 'unmatched')

@@ -207,7 +207,9 @@ CREATE TABLE recon_events (
 CREATE INDEX recon_events_by_item ON recon_events (item_id, id);
 
 -- The engine's inbox, for any application's messages: deduplicated by
--- (source, event id) in the transaction of their effect.
+-- (source, event id) in the transaction of their effect.  `via` and `evidence`
+-- came with migration 0014 (hence their place): the door a message came
+-- through, and what a route's observation saw.
 CREATE TABLE inbox_messages (
     source        TEXT NOT NULL,
     event_id      TEXT NOT NULL,
@@ -217,7 +219,8 @@ CREATE TABLE inbox_messages (
     saga_id       TEXT REFERENCES sagas (id),
     outcome       TEXT NOT NULL,
     detail        TEXT,
-    received_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    received_at   TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')), via TEXT, evidence TEXT
+    CONSTRAINT inbox_messages_evidence_json CHECK (evidence IS NULL OR json_valid(evidence)),
     PRIMARY KEY (source, event_id),
     CONSTRAINT inbox_messages_payload_json CHECK (json_valid(payload)),
     CONSTRAINT inbox_messages_outcome_known CHECK (

@@ -3,19 +3,21 @@
 
 -- name: claim_message
 -- Claim (source, event id); no row back means it was seen before.
-INSERT INTO inbox_messages (source, event_id, type, digest, payload, outcome)
-VALUES (:source, :event_id, :type, :digest, :payload, 'unmatched')
+INSERT INTO inbox_messages (source, event_id, type, digest, payload, outcome, via)
+VALUES (:source, :event_id, :type, :digest, :payload, 'unmatched', :via)
 ON CONFLICT (source, event_id) DO NOTHING
 RETURNING event_id;
 
 -- name: get_message
 -- One message as the inbox recorded it.
-SELECT source, event_id, type, digest, payload, saga_id, outcome, detail, received_at
+SELECT source, event_id, type, digest, payload, saga_id, outcome, detail, received_at, via,
+       evidence
 FROM inbox_messages WHERE source = :source AND event_id = :event_id;
 
 -- name: settle_message
--- What applying the message did.
-UPDATE inbox_messages SET saga_id = :saga_id, outcome = :outcome, detail = :detail
+-- What applying the message did, and what its route observed (NULL: nothing asked).
+UPDATE inbox_messages SET saga_id = :saga_id, outcome = :outcome, detail = :detail,
+    evidence = :evidence
 WHERE source = :source AND event_id = :event_id;
 
 -- name: record_message_conflict
@@ -55,5 +57,5 @@ ORDER BY hour DESC, source, reason;
 
 -- name: messages_of_saga
 -- The messages the inbox matched to one saga, oldest first.
-SELECT source, event_id, type, outcome, detail, received_at
+SELECT source, event_id, type, outcome, detail, received_at, via
 FROM inbox_messages WHERE saga_id = :saga_id ORDER BY received_at, event_id LIMIT :limit;

@@ -5,10 +5,9 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from saga.cli.common import (
+from saga.cli import (
     EXIT_ERROR,
     EXIT_OK,
-    Command,
     Output,
     add_broker_options,
     add_common_options,
@@ -16,6 +15,9 @@ from saga.cli.common import (
     exchange,
     open_engine,
     whole,
+)
+from saga.cli import (
+    Leaf as Command,
 )
 from saga.exceptions import InvalidInput
 

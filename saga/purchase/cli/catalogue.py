@@ -4,13 +4,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from saga.cli.common import (
+from saga.cli import (
     EXIT_OK,
-    Command,
     Output,
     add_common_options,
     open_engine,
     whole,
+)
+from saga.cli import (
+    Leaf as Command,
 )
 
 if TYPE_CHECKING:

@@ -5,10 +5,9 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING, Any
 
-from saga.cli.common import (
+from saga.cli import (
     EXIT_ERROR,
     EXIT_OK,
-    Command,
     Output,
     add_common_options,
     broker_url,
@@ -16,9 +15,12 @@ from saga.cli.common import (
     positive_float,
     whole,
 )
+from saga.cli import (
+    Leaf as Command,
+)
 from saga.exceptions import InvalidInput
 from saga.purchase.chaos_mutants import MUTANTS, ONLY_ON
-from saga.purchase.chaos_plan import FAULT_KINDS
+from saga.purchase.chaos_plan import AIMED_FAULTS, FAULT_KINDS
 
 if TYPE_CHECKING:
     import argparse
@@ -70,13 +72,16 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     chaos.add_argument(
         "--crash-points",
         metavar="NAMES",
-        help="comma-separated crash points to arm (default: all; see saga.CRASH_POINTS)",
+        help="comma-separated crash points to arm "
+        "(default: all; see saga.purchase.faults.CRASH_POINTS)",
     )
     chaos.add_argument(
         "--faults",
         metavar="KINDS",
-        help="comma-separated fault kinds to schedule (default: all the setup allows): "
-        + ", ".join(kind for kind, _, _ in FAULT_KINDS),
+        help="comma-separated fault kinds (default: all the setup allows): scheduled "
+        + ", ".join(kind for kind, _, _ in FAULT_KINDS)
+        + "; aimed at the guards "
+        + ", ".join(kind for kind, _ in AIMED_FAULTS),
     )
     chaos.add_argument(
         "--broker",
@@ -104,8 +109,9 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
 
     from tqdm import tqdm
 
-    from saga import CRASH_POINTS
     from saga.purchase.chaos import ChaosOptions, run_chaos
+    from saga.purchase.chaos_aimed import APP_SPEC
+    from saga.purchase.faults import CRASH_POINTS
 
     if not 1 <= args.purchases <= 1_000_000:
         raise InvalidInput(field="purchases", problem="must be between 1 and 1000000")
@@ -114,7 +120,11 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
     if not args.crash_rate < 1:
         raise InvalidInput(field="crash_rate", problem="must be below 1")
     points = _names(args.crash_points, "crash_points", CRASH_POINTS)
-    kinds = _names(args.faults, "faults", tuple(kind for kind, _, _ in FAULT_KINDS))
+    kinds = _names(
+        args.faults,
+        "faults",
+        (*(kind for kind, _, _ in FAULT_KINDS), *(kind for kind, _ in AIMED_FAULTS)),
+    )
     _check_mutant(args)
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     # A stopped harness stops its workers too (paused ones included): SIGTERM
@@ -140,6 +150,13 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
         # Before the engine exists: the mutant changes what it loads.
         print(f"saga chaos: mutant {args.mutant} (a guard removed on purpose)", file=sys.stderr)
         apply(args.mutant)
+    if getattr(args, "app", None) is None:
+        # The purchase, and the tally sagas the aimed faults race on (the CLI
+        # loaded the plain purchase before parsing: this run opens its own).
+        from saga import load_app
+
+        args.app = APP_SPEC
+        args.loaded_app = load_app(APP_SPEC).configured(vars(args))
     with (
         open_engine(args, check_schema=False) as engine,
         tqdm(

@@ -5,15 +5,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from saga import validation as _validation
-from saga.cli.common import (
+from saga.cli import (
     EXIT_OK,
-    Command,
     Output,
     add_common_options,
     open_engine,
+    print_money,
+    summary_of,
     whole,
 )
-from saga.cli.money import print_money, summary_of
+from saga.cli import (
+    Leaf as Command,
+)
 from saga.codec import iso
 from state_machine.purchase import PURCHASE
 from steps import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS

@@ -1,0 +1,8 @@
+-- 0014: observe before apply.  A route may ask the source of truth about a
+-- message before applying it; what was observed, and where the message said
+-- otherwise, is kept beside the message (evidence).  `via` names the door a
+-- message came through (a command, an HTTP endpoint, a worker) when its
+-- deliverer says so; the dedupe key stays (source, event id).
+ALTER TABLE inbox_messages ADD COLUMN via TEXT;
+ALTER TABLE inbox_messages ADD COLUMN evidence TEXT
+    CONSTRAINT inbox_messages_evidence_json CHECK (evidence IS NULL OR json_valid(evidence));

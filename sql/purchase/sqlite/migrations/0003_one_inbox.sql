@@ -1,0 +1,42 @@
+-- 0003: one inbox.  The provider's events go through the engine's inbox now
+-- (engine migration 0014: routes that observe before they apply), as messages
+-- of source 'provider' keyed by event id as before.  Every event and every
+-- recorded conflict of the purchase's own inbox is carried over, nothing
+-- dropped: the door it came through (old `source`) into `via`; the content
+-- whole under `payload` beside its type, in the engine's shape; the digest as
+-- it was (the purchase's routes compute it the same way, so an old event
+-- delivered again is a duplicate, not a conflict); the evidence with its keys
+-- in the engine's words (`provider` -> `observed`, `contradictions` ->
+-- `disagreements`, any other key kept).  Then the old tables go.
+INSERT INTO inbox_messages (
+    source, event_id, type, digest, payload, saga_id, outcome, detail, received_at, via, evidence
+)
+SELECT 'provider', event_id, type, digest, json_object('type', type, 'payload', json(payload)),
+       saga_id, outcome, detail, received_at, source,
+       CASE WHEN evidence IS NULL THEN NULL ELSE json_set(
+           json_remove(evidence, '$.provider', '$.contradictions'),
+           '$.observed', json(json_extract(evidence, '$.provider')),
+           '$.disagreements', json(json_extract(evidence, '$.contradictions'))
+       ) END
+FROM inbox ORDER BY received_at, event_id;
+
+INSERT INTO inbox_message_conflicts (source, event_id, digest, payload, received_at)
+SELECT 'provider', event_id, digest,
+       json_object('type', json_extract(payload, '$.type'), 'payload', json(payload)), received_at
+FROM inbox_conflicts ORDER BY id;
+
+DROP TABLE inbox_conflicts;
+DROP TABLE inbox;
+
+-- Read-only views under the old names, for operators' queries written
+-- against them: the provider's events as the engine's inbox holds them.
+CREATE VIEW inbox AS
+SELECT event_id, via AS source, type,
+       json_extract(payload, '$.payload.payment_id') AS payment_ref, digest,
+       json_extract(payload, '$.payload') AS payload, saga_id, outcome, detail, received_at,
+       evidence
+FROM inbox_messages WHERE source = 'provider';
+
+CREATE VIEW inbox_conflicts AS
+SELECT id, event_id, digest, json_extract(payload, '$.payload') AS payload, received_at
+FROM inbox_message_conflicts WHERE source = 'provider';
