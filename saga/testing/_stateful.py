@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import atexit
 import json
+import math
 import shutil
 import tempfile
-import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-import sqlalchemy as sa
-from hypothesis import HealthCheck, Phase, note, settings
+from hypothesis import HealthCheck, Phase, note, settings, target
+from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 from hypothesis.stateful import (
     Bundle,
     RuleBasedStateMachine,
@@ -39,20 +40,21 @@ from hypothesis.stateful import (
 
 from saga.core.app import Application
 from saga.core.engine import Engine
-from saga.core.handlers import Handlers, JobKind, Step
-from saga.core.queue import Job, Queue
-from saga.core.sagas import Registry
+from saga.core.handlers import Handlers, Step
+from saga.core.queue import Queue
 from saga.core.supervisor import builtin_handlers
 from saga.core.worker import Worker
 from saga.exceptions import SagaError, TransitionNotAllowed, VersionConflict
 from saga.testing._checks import history_problems
 from saga.testing._clock import SagaClock
-from saga.testing._strategies import Payloads, events, payloads
-from steps import TransientError
+from saga.testing._coverage import REPORTS, Arrow, Coverage, arrows_of, declared_arrows
+from saga.testing._strategies import UNDECLARED, Payloads, events, payloads
+from saga.testing._support import _Database, _Faults, application_of
 
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
+    from saga.core.records import SagaRecord, TransitionRecord
     from state_machine import Machine
 
 Invariant = Callable[[Engine], "Iterable[str] | None"]
@@ -69,75 +71,58 @@ def _expect(ok: bool, message: str) -> None:
         raise AssertionError(message)
 
 
-def _stub(job: Job) -> None:
-    del job
+@dataclass(frozen=True, slots=True)
+class _Swarm:
+    """
+    Which of the kit's own moves one example makes (swarm testing).
+
+    Every move enabled in every example spreads each example thin: an
+    example that never cancels goes deeper into the paths cancelling cuts
+    short, one without crashes reaches what a crash would retry.  Shrinking
+    goes toward everything enabled, the kit's plain rules.
+    """
+
+    quiet_events: frozenset[str] = frozenset()
+    crashes: bool = True
+    stale: bool = True
+    undeclared: bool = True
+
+    def describe(self) -> str:
+        off = [f"never fires {e}" for e in sorted(self.quiet_events)]
+        off += [what for what, on in self._moves() if not on]
+        return ", ".join(off)
+
+    def _moves(self) -> list[tuple[str, bool]]:
+        return [
+            ("crashes no step", self.crashes),
+            ("decides on no stale version", self.stale),
+            ("fires no undeclared event", self.undeclared),
+        ]
 
 
-def application_of(
-    machine: Machine, steps: Mapping[str, Step | Callable[..., Any]] | None
-) -> Application:
-    """An application of one machine; actions without a given step run a stub."""
-    actions = {action for state in machine.states for action in state.actions}
-    given = dict(steps or {})
-    made: dict[str, Step] = {}
-    for action in sorted(actions):
-        step = given.get(action, _stub)
-        made[action] = step if isinstance(step, Step) else Step(step)
-    registry = Registry()
-    registry.register(machine, steps=made)
-    return Application(name=f"{machine.name}-test", registry=registry)
+_ALL_ON: Final = _Swarm()
 
 
-@dataclass
-class _Faults:
-    """The next step to run raises a transient error (once)."""
+def _swarms(machine: Machine) -> SearchStrategy[_Swarm]:
+    """
+    Swarms of one machine: each ending may be left out, and each fault.
 
-    armed: bool = False
-    injected: int = 0
+    An ending is an event whose every arrow ends the saga (a cancel, a reject).
 
-    def wrap(self, kind: JobKind) -> JobKind:
-        handler = kind.handler
-
-        def crashing(job: Job) -> Any:
-            if self.armed:
-                self.armed = False
-                self.injected += 1
-                raise TransientError(f"injected crash in {kind.name}")
-            return handler(job)
-
-        return replace(kind, handler=crashing)
-
-
-@dataclass
-class _Database:
-    """A fresh database for one example: a SQLite file, or a PostgreSQL schema."""
-
-    url: str
-    cleanup: Callable[[], None] = field(default=lambda: None)
-
-    @classmethod
-    def fresh(cls, base: str | None, *, template: Path | None = None) -> _Database:
-        if base is None or base.startswith("sqlite"):
-            folder = Path(tempfile.mkdtemp(prefix="saga-test-"))
-            if template is not None:
-                shutil.copyfile(template, folder / "saga.db")
-            return cls(f"sqlite:///{folder / 'saga.db'}", lambda: shutil.rmtree(folder, True))
-        name = f"saga_test_{uuid.uuid4().hex[:12]}"
-        admin = sa.create_engine(base)
-        with admin.begin() as conn:
-            conn.execute(sa.schema.CreateSchema(name))
-        separator = "&" if "?" in base else "?"
-
-        def drop() -> None:
-            # The schema, and those derived from it (the purchase's sandbox
-            # provider keeps its own, "<schema>_sandbox").
-            with admin.begin() as conn:
-                for schema in sa.inspect(conn).get_schema_names():
-                    if schema == name or schema.startswith(f"{name}_"):
-                        conn.execute(sa.schema.DropSchema(schema, cascade=True))
-            admin.dispose()
-
-        return cls(f"{base}{separator}options=-csearch_path%3D{name}", drop)
+    Events that lead on are never left out: without them nothing goes deeper.
+    """
+    endings = sorted(
+        {t.event for t in machine.transitions}
+        - {t.event for t in machine.transitions if not machine.state(t.target).terminal}
+    )
+    on = st.booleans().map(lambda off: not off)
+    return st.builds(
+        _Swarm,
+        quiet_events=st.frozensets(st.sampled_from(endings)) if endings else st.just(frozenset()),
+        crashes=on,
+        stale=on,
+        undeclared=on,
+    )
 
 
 class SagaStateMachine(RuleBasedStateMachine):
@@ -155,6 +140,9 @@ class SagaStateMachine(RuleBasedStateMachine):
     starter: ClassVar[tuple[Starter, ...]] = ()
     setup: ClassVar[tuple[Setup, ...]] = ()
     clock_steps: ClassVar[tuple[float, ...]] = (1.0,)
+    # Coverage-guided generation (swarm, steering, target()); False: plain random rules.
+    guided: ClassVar[bool] = True
+    coverage: ClassVar[Coverage]
     _template_file: ClassVar[Path | None] = None
 
     sagas = Bundle("sagas")
@@ -163,8 +151,16 @@ class SagaStateMachine(RuleBasedStateMachine):
     def machine(self) -> Machine:
         return self.app.registry.get(self.kind).machine
 
-    @initialize()
-    def open(self) -> None:
+    @initialize(data=st.data())
+    def open(self, data: st.DataObject) -> None:
+        self.swarm = data.draw(_swarms(self.machine), label="swarm") if self.guided else _ALL_ON
+        if self.swarm != _ALL_ON:
+            self._say(f"# this example {self.swarm.describe()}")
+        self.coverage.examples += 1
+        self.reached: set[Arrow] = set()
+        self.entered: set[str] = set()
+        # Each saga's state after the last step, as the checks read it.
+        self.states: dict[str, str] = {}
         self.database = _Database.fresh(self.base_url, template=self._template())
         with Engine(self.database.url, app=self.app, check_schema=False) as setup:
             setup.upgrade()  # a no-op on a copy of the template
@@ -178,6 +174,8 @@ class SagaStateMachine(RuleBasedStateMachine):
         self.operations = 0
         self.queue = Queue(self.engine.db)
         self.step_kinds = [kind.name for kind in self.app.step_kinds(self.engine)]
+        self.job_kinds = [kind.name for kind in builtin_handlers(self.engine)]
+        self.arrows = declared_arrows(self.machine)
 
     @classmethod
     def _template(cls) -> Path | None:
@@ -197,6 +195,10 @@ class SagaStateMachine(RuleBasedStateMachine):
     def teardown(self) -> None:
         engine = getattr(self, "engine", None)
         if engine is not None:
+            self.coverage.add(self.entered, self.reached)
+            if self.guided and currently_in_test_context():
+                # Hill-climb toward examples that take more of the machine's arrows.
+                target(float(len(self.reached)), label="declared transitions reached")
             engine.close()
             self.database.cleanup()
 
@@ -233,9 +235,28 @@ class SagaStateMachine(RuleBasedStateMachine):
 
     @rule(saga=sagas, data=st.data())
     def fire(self, saga: str, data: st.DataObject) -> None:
-        event = data.draw(events(self.machine), label="event")
-        payload = data.draw(payloads(event, self.hints), label="payload")
         before = self.engine.sagas.get(saga)
+        event = data.draw(self._events_in(before.state), label="event")
+        payload = data.draw(payloads(event, self.hints), label="payload")
+        self._fire(saga, before, event, payload)
+
+    def _events_in(self, state: str) -> SearchStrategy[str]:
+        """
+        Events to fire at a saga in ``state``.
+
+        Unguided: any event of the machine, or an undeclared one.  Guided: half
+        the time one that ``state`` declares (a uniform draw over every event
+        rarely finds the one that leads on), and only the events this
+        example's swarm enables.
+        """
+        if not self.guided:
+            return events(self.machine)
+        allowed = [e for e in self.machine.events if e not in self.swarm.quiet_events]
+        here = [e for e in allowed if any(a[0] == state and a[1] == e for a in self.arrows)]
+        anywhere = st.sampled_from([*allowed, *([UNDECLARED] if self.swarm.undeclared else [])])
+        return st.one_of(st.sampled_from(here), anywhere) if here else anywhere
+
+    def _fire(self, saga: str, before: SagaRecord, event: str, payload: Mapping[str, Any]) -> None:
         self._say(
             f"saga instances fire {saga} {event} --payload "
             f"'{json.dumps(dict(payload), sort_keys=True)}'   # in {before.state} v{before.version}"
@@ -267,6 +288,7 @@ class SagaStateMachine(RuleBasedStateMachine):
             )
         self._say(f"# -> {fired.saga.state} v{fired.saga.version}")
 
+    @precondition(lambda self: self.swarm.stale)
     @rule(saga=sagas, data=st.data())
     def fire_stale(self, saga: str, data: st.DataObject) -> None:
         before = self.engine.sagas.get(saga)
@@ -294,11 +316,28 @@ class SagaStateMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def advance_clock(self, data: st.DataObject) -> None:
         seconds = data.draw(st.sampled_from(self.clock_steps), label="seconds")
+        self._advance(seconds)
+
+    def _advance(self, seconds: float) -> None:
         self._say(f"# the clock moves {seconds:g} s")
         self.clock.advance(seconds)
 
+    @precondition(lambda self: self.guided)
+    @rule()
+    def advance_clock_to_due_work(self) -> None:
+        """The clock moves to the next job due (a retry's backoff, a check, a timer)."""
+        self._to_due_work()
+
+    def _to_due_work(self) -> None:
+        wait = self.queue.next_due_in(self.job_kinds)
+        if wait is not None and wait > 0:
+            self._advance(math.ceil(wait) + 1.0)
+
     @rule()
     def run_due_work(self) -> None:
+        self._run_due()
+
+    def _run_due(self) -> None:
         self._say("saga worker --burst")
         worker = Worker(self.engine.db, self.handlers, listen=False, poll_interval=0.01)
         for _ in range(_MAX_ROUNDS):
@@ -313,6 +352,60 @@ class SagaStateMachine(RuleBasedStateMachine):
             or f"due work did not settle after {_MAX_ROUNDS} rounds of {worker.batch} jobs",
         )
 
+    @precondition(lambda self: self.guided and bool(self.states))
+    @rule(data=st.data())
+    def drive(self, data: st.DataObject) -> None:
+        """
+        Steer a saga toward an arrow out of its state that this example has not taken.
+
+        The saga is one that can still move, one with such an arrow if any:
+        a saga already ended, or whose arrows were all taken, teaches less.
+
+        The kit fires the event itself when a payload drawn for it makes
+        ``decide`` take that arrow; otherwise the arrow is someone else's (a
+        timer's: the clock moves past the deadline; a step's or a check's: the
+        clock moves to the next due job) and the due work runs.
+        """
+        live = [saga for saga, state in self.states.items() if self._out_of(state)]
+        fresh = [saga for saga in live if self._out_of(self.states[saga], fresh=True)]
+        if not live:
+            return
+        saga = data.draw(st.sampled_from(fresh or live), label="saga")
+        before = self.engine.sagas.get(saga)
+        out = self._out_of(before.state)
+        if not out:
+            return
+        fresh_out = self._out_of(before.state, fresh=True) or out
+        _, event, goal = data.draw(st.sampled_from(fresh_out), label="toward")
+        if event not in self.swarm.quiet_events:
+            for _ in range(3):
+                payload = data.draw(payloads(event, self.hints), label="payload")
+                if self._target_of(before, event, payload) == goal:
+                    self._fire(saga, before, event, payload)
+                    return
+        timeout = self.machine.state(before.state).timeout
+        if timeout is not None and timeout.event == event:
+            self._advance(math.ceil(timeout.duration(before.data)) + 1.0)
+        else:
+            self._to_due_work()
+        self._run_due()
+
+    def _out_of(self, state: str, *, fresh: bool = False) -> list[Arrow]:
+        """The declared arrows out of ``state`` (``fresh``: not taken in this example)."""
+        return [
+            arrow
+            for arrow in self.arrows
+            if arrow[0] == state and not (fresh and arrow in self.reached)
+        ]
+
+    def _target_of(self, saga: SagaRecord, event: str, payload: Mapping[str, Any]) -> str | None:
+        try:
+            decided = self.machine.decide(saga.state, event, saga.data, payload)
+        except TransitionNotAllowed:
+            return None
+        return None if decided is None else decided.target
+
+    @precondition(lambda self: self.swarm.crashes)
     @rule()
     def crash_next_step(self) -> None:
         self._say("# the next step crashes (a transient error; it is retried)")
@@ -324,8 +417,13 @@ class SagaStateMachine(RuleBasedStateMachine):
     def histories_follow_the_definition(self) -> None:
         if not hasattr(self, "engine"):
             return
-        problems = history_problems(self.engine, self.started)
+        problems = history_problems(self.engine, self.started, seen=self._reach)
         _expect(not problems, "\n".join(problems))
+
+    def _reach(self, saga: SagaRecord, history: Sequence[TransitionRecord]) -> None:
+        self.states[saga.id] = saga.state
+        self.entered.update(row.to_state for row in history)
+        self.reached.update(arrows_of(history))
 
     @invariant()
     def users_invariants_hold(self) -> None:
@@ -384,6 +482,7 @@ def saga_state_machine(
     clock_steps: Sequence[float] | None = None,
     setup: Setup | None = None,
     start: Starter | None = None,
+    guided: bool = True,
 ) -> type[SagaStateMachine]:
     """
     A hypothesis state machine testing saga kind ``kind`` of ``app`` on a real engine.
@@ -408,6 +507,11 @@ def saga_state_machine(
             returning its id, when the application has its own way (default
             ``engine.sagas.start(kind, ...)``).  A refusal (any
             :class:`~saga.SagaError`) is fine: nothing is started.
+        guided: coverage-guided generation (the default): each example
+            enables a random part of the kit's moves (swarm testing), a rule
+            steers a saga toward a declared transition the example has not
+            taken, and hypothesis's ``target()`` favours examples taking more;
+            ``False``: the plain random rules.
 
     """
     application = app if isinstance(app, Application) else application_of(app, steps)
@@ -427,6 +531,8 @@ def saga_state_machine(
         "clock_steps": tuple(clock_steps) if clock_steps is not None else _clock_steps(machine),
         "setup": (setup,) if setup is not None else (),
         "starter": (start,) if start is not None else (),
+        "guided": guided,
+        "coverage": Coverage.of(machine),
     }
     if requests is not None:
         namespace["requests"] = requests
@@ -438,20 +544,35 @@ def run_saga_test(
     *,
     max_examples: int = 50,
     steps_per_example: int = 30,
+    seed: int | None = None,
     **options: Any,
-) -> None:
-    """Build :func:`saga_state_machine` and run it now (a failure raises, shrunk)."""
+) -> Coverage:
+    """
+    Build :func:`saga_state_machine` and run it now (a failure raises, shrunk).
+
+    Returns the run's :class:`~saga.testing.Coverage` (the states and declared
+    transitions its sagas reached) and prints it, after a failure too; the
+    pytest plugin repeats it in the terminal summary.  ``seed`` fixes
+    hypothesis's random choices (a run to reproduce, a figure to compare).
+    """
     machine = saga_state_machine(app, **options)
-    run_state_machine_as_test(
-        machine,
-        settings=settings(
-            max_examples=max_examples,
-            stateful_step_count=steps_per_example,
-            deadline=None,
-            # Shrinking gives the shortest story; "explain" would rerun it
-            # many more times to annotate lines, which costs more than it tells.
-            phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
-            report_multiple_bugs=False,
-            suppress_health_check=[HealthCheck.too_slow],
-        ),
-    )
+    if seed is not None:
+        machine = hypothesis_seed(seed)(machine)
+    try:
+        run_state_machine_as_test(
+            machine,
+            settings=settings(
+                max_examples=max_examples,
+                stateful_step_count=steps_per_example,
+                deadline=None,
+                # Shrinking gives the shortest story; "explain" would rerun it
+                # many more times to annotate lines, which costs more than it tells.
+                phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+                report_multiple_bugs=False,
+                suppress_health_check=[HealthCheck.too_slow],
+            ),
+        )
+    finally:
+        REPORTS.append(machine.coverage)
+        print(machine.coverage.report())  # noqa: T201 - the report is for the person running it
+    return machine.coverage

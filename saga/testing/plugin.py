@@ -50,7 +50,7 @@ def saga_app() -> Application:
 @pytest.fixture
 def saga_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh database's URL; PostgreSQL gets a schema of its own, dropped afterwards."""
-    from saga.testing._stateful import _Database  # noqa: PLC0415
+    from saga.testing._support import _Database  # noqa: PLC0415
 
     base = request.config.getoption("--saga-db") or os.environ.get("SAGA_TEST_DATABASE_URL")
     if not base:
