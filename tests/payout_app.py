@@ -312,10 +312,12 @@ def invariants(ctx: Any) -> list[Invariant]:
 # -- the application -----------------------------------------------------------------------
 
 
-def expense_app(*, processing_counts_as_paid: bool = False) -> Application:
-    """The expense application (with the planted checker bug, if asked)."""
+def expense_app(
+    *, processing_counts_as_paid: bool = False, machine: Machine = EXPENSE
+) -> Application:
+    """The expense application (with the planted checker bug, if asked; another machine)."""
     registry = Registry()
-    registry.register(EXPENSE, hooks=[ReconHook(RECON)], steps=steps)
+    registry.register(machine, hooks=[ReconHook(RECON)], steps=steps)
     return Application(
         name="expenses",
         registry=registry,

@@ -12,39 +12,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 import statistics
 import sys
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
-from hypothesis import HealthCheck, Phase, seed, settings
-from hypothesis import strategies as st
-from hypothesis.stateful import run_state_machine_as_test
-
-from saga.testing import saga_state_machine
-from tests.kit.test_app_invariants import STRICT
-from tests.kit.test_kit import SIGNATURES, leaky, nagging
-from tests.payout_app import PAYEES, expense_app
-
-PAYOUT_OPTIONS: dict[str, Any] = {
-    "requests": st.fixed_dictionaries({"payee": st.sampled_from(PAYEES)}),
-    "payloads": {"approve": st.sampled_from([{"signature": "ann"}, {}])},
-}
-
-
-def bugs() -> dict[str, tuple[Any, dict[str, Any]]]:
-    """Each seeded bug: the application (or machine) carrying it, and the kit's options."""
-    return {
-        "payout: processing taken as paid": (
-            expense_app(processing_counts_as_paid=True),
-            PAYOUT_OPTIONS,
-        ),
-        "ticket: a terminal state moves": (leaky(), {}),
-        "reminder: a timer fires twice": (nagging(), {}),
-        "approval: the app's invariant broken": (STRICT, {"payloads": SIGNATURES}),
-    }
+from saga.core.logs import configure_logging
+from tests.kit.seeded import bugs, examples_to_find
 
 
 @dataclass
@@ -56,35 +30,6 @@ class Found:
 
     def median(self, cap: int) -> float:
         return statistics.median(cap + 1 if n is None else n for n in self.per_seed)
-
-
-def examples_to_find(
-    target: Any, options: dict[str, Any], *, at_seed: int, cap: int, guided: bool
-) -> int | None:
-    """Examples generated until the first failure (None: none within ``cap``)."""
-    count = [0]
-
-    def counting(engine: Any) -> None:
-        del engine
-        count[0] += 1
-
-    # setup= runs once per example, on its fresh engine: it counts them.
-    seeded = seed(at_seed)(saga_state_machine(target, setup=counting, guided=guided, **options))
-    try:
-        run_state_machine_as_test(
-            seeded,
-            settings=settings(
-                max_examples=cap,
-                stateful_step_count=30,
-                deadline=None,
-                database=None,
-                phases=[Phase.generate, Phase.target],
-                suppress_health_check=list(HealthCheck),
-            ),
-        )
-    except AssertionError:
-        return count[0]
-    return None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -99,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
         help="the plain random rules (guided=False: the kit before coverage guidance)",
     )
     args = parser.parse_args(argv)
-    logging.disable(logging.INFO)
+    configure_logging("error")  # the engine's retries and warnings are expected here
     results: dict[str, Found] = {}
     for name, (target, options) in bugs().items():
         if args.only and args.only not in name:
