@@ -2,7 +2,7 @@
 The coverage of a default run (50 examples) of the kit, guided and not, with fixed seeds.
 
 Run from the repository's root: ``python -m bench.kit.coverage [--seeds 3]``:
-the approval (tests/approval_app.py), the expense (tests/payout_app.py) and the
+the approval (saga/examples/approvals.py), the expense (tests/payout_app.py) and the
 purchase, as their tests drive them.
 """
 
@@ -13,9 +13,9 @@ import sys
 from typing import Any
 
 from saga.core.logs import configure_logging
+from saga.examples.approvals import app as approvals
 from saga.purchase.app import purchase_app
 from saga.testing import run_saga_test
-from tests.approval_app import app as approvals
 from tests.contract import test_store_model as store
 from tests.kit.seeded import PAYOUT_OPTIONS
 from tests.kit.test_kit import SIGNATURES
