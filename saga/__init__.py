@@ -33,7 +33,7 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     from saga.core.faults import CRASH_POINTS, crash_point
     from saga.core.fleet import FleetReport, WorkerFleet
     from saga.core.handlers import Apply, Handlers, JobKind, Step, classify_error, error_text
-    from saga.core.inbox import Message, Route, by_saga_id
+    from saga.core.inbox import Applied, Delivery, Message, Observed, Observer, Route, by_saga_id
     from saga.core.invariants import Invariant, Report
     from saga.core.jobs import NewJob, enqueue_in
     from saga.core.logs import get_logger
@@ -154,6 +154,10 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Relay": ("saga.core.relay", "Relay"),
     "Report": ("saga.core.invariants", "Report"),
     "Route": ("saga.core.inbox", "Route"),
+    "Observed": ("saga.core.inbox", "Observed"),
+    "Observer": ("saga.core.inbox", "Observer"),
+    "Applied": ("saga.core.inbox", "Applied"),
+    "Delivery": ("saga.core.inbox", "Delivery"),
     "SagaError": ("saga.exceptions", "SagaError"),
     "SagaHook": ("saga.core.sagas", "SagaHook"),
     "SagaRecord": ("saga.core.records", "SagaRecord"),
@@ -228,6 +232,7 @@ __all__ = [
     "STEP",
     "TIMER",
     "Application",
+    "Applied",
     "Apply",
     "Backoff",
     "Change",
@@ -239,6 +244,7 @@ __all__ = [
     "DeadLetterFilter",
     "DeadLetters",
     "Decision",
+    "Delivery",
     "Emit",
     "Engine",
     "Event",
@@ -256,6 +262,8 @@ __all__ = [
     "Movement",
     "NewJob",
     "Observation",
+    "Observed",
+    "Observer",
     "Outage",
     "OutcomeUnknown",
     "PermanentError",

@@ -19,10 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import Message, Route, open_review
+from saga import Applied, Message, Observed, Route, open_review
 from saga import validation as _validation
 from saga.codec import digest
-from saga.core.inbox import Applied, Observed
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase import money as _money
 from saga.purchase.steps import apply_payment, apply_refund
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import RowMapping
 
     from saga import Context, Registry, Tx
-    from saga.core.inbox import Delivery as Delivered
+    from saga import Delivery as Delivered
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
 EVENTS: Final = PROVIDER_EVENTS
