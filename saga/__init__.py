@@ -33,8 +33,7 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     from saga.core.faults import CRASH_POINTS, crash_point
     from saga.core.fleet import FleetReport, WorkerFleet
     from saga.core.handlers import Apply, Handlers, JobKind, Step, classify_error, error_text
-    from saga.core.inbox import Applied, Message, Observed, Route, by_saga_id
-    from saga.core.inbox import Delivery as Delivered
+    from saga.core.inbox import Applied, Delivery, Message, Observed, Observer, Route, by_saga_id
     from saga.core.invariants import Invariant, Report
     from saga.core.jobs import NewJob, enqueue_in
     from saga.core.logs import get_logger
@@ -133,9 +132,6 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Judge": ("saga.core.recon", "Judge"),
     "Machine": ("state_machine", "Machine"),
     "Message": ("saga.core.inbox", "Message"),
-    "Applied": ("saga.core.inbox", "Applied"),
-    "Observed": ("saga.core.inbox", "Observed"),
-    "Delivered": ("saga.core.inbox", "Delivery"),
     "MoneySummary": ("saga.core.money", "MoneySummary"),
     "Movement": ("saga.core.money", "Movement"),
     "NewJob": ("saga.core.jobs", "NewJob"),
@@ -157,6 +153,10 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Relay": ("saga.core.relay", "Relay"),
     "Report": ("saga.core.invariants", "Report"),
     "Route": ("saga.core.inbox", "Route"),
+    "Observed": ("saga.core.inbox", "Observed"),
+    "Observer": ("saga.core.inbox", "Observer"),
+    "Applied": ("saga.core.inbox", "Applied"),
+    "Delivery": ("saga.core.inbox", "Delivery"),
     "SagaError": ("saga.exceptions", "SagaError"),
     "SagaHook": ("saga.core.sagas", "SagaHook"),
     "SagaRecord": ("saga.core.records", "SagaRecord"),
@@ -243,7 +243,7 @@ __all__ = [
     "DeadLetterFilter",
     "DeadLetters",
     "Decision",
-    "Delivered",
+    "Delivery",
     "Emit",
     "Engine",
     "Event",
@@ -261,6 +261,7 @@ __all__ = [
     "NewJob",
     "Observation",
     "Observed",
+    "Observer",
     "Outage",
     "OutcomeUnknown",
     "PermanentError",

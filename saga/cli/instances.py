@@ -19,6 +19,7 @@ FLAGS = {
     "payload": "--payload",
     "actor": "--actor",
     "reason": "--reason",
+    "expected_version": "--expected-version",
 }
 START_FLAGS = {**FLAGS, "kind": "KIND", "operation_id": "--operation-id", "request": "--request"}
 
@@ -71,6 +72,13 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     fire.add_argument("--payload", metavar="JSON", help="the event's payload, a JSON object")
     fire.add_argument("--actor", required=True, metavar="NAME", help="who, for the audit trail")
     fire.add_argument("--reason", required=True, metavar="TEXT", help="why, for the audit trail")
+    fire.add_argument(
+        "--expected-version",
+        type=whole,
+        metavar="V",
+        help="fire only if the saga is still at version V (the one you looked at); "
+        "moved on meanwhile: exit 3, nothing changed",
+    )
     add_common_options(fire, top_level=False)
 
     cancel = commands.add_parser("cancel", help="fire the kind's declared cancel event")
@@ -197,7 +205,12 @@ def _show(args: argparse.Namespace, out: Output) -> int:
 def _fire(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args) as engine:
         fired = engine.instances.fire(
-            args.id, args.event, payload=args.payload, actor=args.actor, reason=args.reason
+            args.id,
+            args.event,
+            payload=args.payload,
+            actor=args.actor,
+            reason=args.reason,
+            expected_version=args.expected_version,
         )
         return _moved(out, engine.instances.show(fired.saga.id).to_json())
 

@@ -234,10 +234,20 @@ class Instances:
         return self.db.transaction(work, write=False)
 
     def fire(
-        self, saga_id: str, event: str, *, payload: str | None, actor: str, reason: str
+        self,
+        saga_id: str,
+        event: str,
+        *,
+        payload: str | None,
+        actor: str,
+        reason: str,
+        expected_version: int | None = None,
     ) -> Fired:
         """
         An operator's event, audited with who and why; refused if the machine refuses it.
+
+        With ``expected_version``, a saga that moved on since is refused
+        (:class:`~saga.exceptions.VersionConflict`, nothing changed).
 
         An event its machine keeps from operators (a reconciliation outcome:
         ``saga recon resolve`` and its judge) is refused and the refusal
@@ -249,7 +259,13 @@ class Instances:
         reason = _validation.text("reason", reason)
         data = _validation.json_object("payload", payload)
         fired: Fired = self.sagas.fire(
-            saga_id, event, payload=data, actor=f"operator:{actor}", cause=reason, origin=OPERATOR
+            saga_id,
+            event,
+            payload=data,
+            actor=f"operator:{actor}",
+            cause=reason,
+            origin=OPERATOR,
+            expected_version=expected_version,
         )
         if fired.absorbed:
             raise TransitionNotAllowed(

@@ -32,7 +32,8 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga import Context, Delivered, Registry, Tx
+    from saga import Context, Registry, Tx
+    from saga import Delivery as Delivered
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
 EVENTS: Final = PROVIDER_EVENTS

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 from saga.exceptions import NotFound
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Callable, Iterable, Sequence
     from datetime import datetime
 
     from saga.core.engine import Engine
@@ -27,8 +27,13 @@ if TYPE_CHECKING:
 _CLOCK_SLACK: Final = timedelta(milliseconds=50)
 
 
-def history_problems(engine: Engine, saga_ids: Iterable[str]) -> list[str]:
-    """Every rule of the audit trail, checked for each saga."""
+def history_problems(
+    engine: Engine,
+    saga_ids: Iterable[str],
+    *,
+    seen: Callable[[SagaRecord, Sequence[TransitionRecord]], object] | None = None,
+) -> list[str]:
+    """Every rule of the audit trail, checked for each saga (``seen`` is shown each history)."""
     found: list[str] = []
     for saga_id in saga_ids:
         try:
@@ -37,6 +42,8 @@ def history_problems(engine: Engine, saga_ids: Iterable[str]) -> list[str]:
             found.append(f"saga {saga_id} was accepted and then vanished")
             continue
         history = engine.sagas.history(saga_id)
+        if seen is not None:
+            seen(saga, history)
         machine = engine.registry.get(saga.kind, saga.definition_version).machine
         found += _trail(saga, history)
         found += _declared(machine, saga, history)

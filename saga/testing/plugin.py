@@ -10,7 +10,9 @@ Override ``saga_app`` with your application, then use:
   (``saga_clock.advance(3600)``: an hour passes, nobody sleeps);
 * ``saga_worker``: ``saga_worker()`` runs the due work inline.
 
-Nothing here imports hypothesis: the fixtures work without it.
+After the tests, the terminal summary shows the coverage of every
+:func:`~saga.testing.run_saga_test` run (states and declared transitions
+reached).  Nothing here imports hypothesis: the fixtures work without it.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ def saga_app() -> Application:
 @pytest.fixture
 def saga_database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh database's URL; PostgreSQL gets a schema of its own, dropped afterwards."""
-    from saga.testing._stateful import _Database  # noqa: PLC0415
+    from saga.testing._support import _Database  # noqa: PLC0415
 
     base = request.config.getoption("--saga-db") or os.environ.get("SAGA_TEST_DATABASE_URL")
     if not base:
@@ -91,3 +93,14 @@ def saga_worker(saga_engine: Engine) -> Callable[[], WorkerReport]:
         return run_due(saga_engine)
 
     return run
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Each ``run_saga_test`` run's coverage: the states and transitions its sagas reached."""
+    from saga.testing._coverage import REPORTS  # noqa: PLC0415 - only if the kit ran
+
+    if not REPORTS:
+        return
+    terminalreporter.section("saga.testing coverage")
+    for coverage in REPORTS:
+        terminalreporter.write_line(coverage.report())
