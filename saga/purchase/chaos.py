@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from saga import (
+    DeadLetterFilter,
+    DeadLetters,
     Outage,
     Queue,
     WorkerFleet,
@@ -45,6 +47,7 @@ from saga.purchase.chaos_actors import (
 from saga.purchase.chaos_aimed import (
     APP_SPEC,
     CLOCK_SKEW_S,
+    OUTBOX_REFUSAL,
     PAUSE_PAST_LEASE_S,
     PAUSE_POINTS,
     PAUSE_RATE,
@@ -214,6 +217,25 @@ def _lift_aimed(engine: Engine, run: _Run) -> None:
             refuse_outbox_writes(engine, refuse=False)
 
 
+def _replay_refused(engine: Engine) -> None:
+    """
+    Replay the dead letters the refused outbox writes made, as an operator would.
+
+    A job whose every attempt met a refused write is dead-lettered: that is
+    the engine answering a failing database rightly (its transition rolled
+    back each time), not a broken guard; after the incident an operator
+    replays it (audited), and the run must still settle.
+    """
+    letters = DeadLetters(engine.db)
+    for job in letters.find(limit=10_000):
+        if OUTBOX_REFUSAL in (job.last_error or ""):
+            letters.replay(
+                DeadLetterFilter(job_id=job.id),
+                actor="chaos",
+                reason="the outbox refused its writes (the harness's fault), now lifted",
+            )
+
+
 def _fleet(
     engine: Engine,
     options: ChaosOptions,
@@ -345,6 +367,8 @@ def _calm_down(engine: Engine, run: _Run, options: ChaosOptions) -> None:
     run.calm_since = run.now()
     run.weather.calm()
     _lift_aimed(engine, run)
+    if "refuse_outbox_writes" in run.aimed:
+        _replay_refused(engine)
     run.fleet.stop()
     healthy = WorkerFleet(
         run.fleet.options,
