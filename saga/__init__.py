@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first use
     from saga import codec, exceptions, validation  # public modules of helpers
-    from saga.core.app import Application, Lazy, load_app
+    from saga.core.app import Application, load_app
     from saga.core.backoff import Backoff
     from saga.core.checker import Checker, Verdict
     from saga.core.consumer import Consumer
@@ -130,7 +130,6 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Job": ("saga.core.queue", "Job"),
     "JobKind": ("saga.core.handlers", "JobKind"),
     "Judge": ("saga.core.recon", "Judge"),
-    "Lazy": ("saga.core.app", "Lazy"),
     "Machine": ("state_machine", "Machine"),
     "Message": ("saga.core.inbox", "Message"),
     "MoneySummary": ("saga.core.money", "MoneySummary"),
@@ -255,7 +254,6 @@ __all__ = [
     "Job",
     "JobKind",
     "Judge",
-    "Lazy",
     "Machine",
     "Message",
     "MoneySummary",

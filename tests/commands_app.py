@@ -16,6 +16,14 @@ if TYPE_CHECKING:
 
     from saga import Context
 
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Tallies:
+    """The application's services (``engine.services``): what a tally is called."""
+
+    label: str = "tally"
+
+
 TALLY = Machine(
     "tally",
     states=[State("open", initial=True), State("closed", terminal=True)],
@@ -30,9 +38,9 @@ def _open_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--operation-id", required=True, help="the client's id of the request")
 
 
-def _open(args: argparse.Namespace, engine: Context) -> int:
+def _open(args: argparse.Namespace, engine: Context[Tallies]) -> int:
     started = engine.sagas.start(
-        "tally", operation_id=args.operation_id, request={"label": engine.label}
+        "tally", operation_id=args.operation_id, request={"label": engine.services.label}
     )
     print(json.dumps({"id": started.saga.id, "created": started.created}))
     return 0
@@ -43,31 +51,33 @@ def _count_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--times", type=int, default=1, help="how many ticks (default: 1)")
 
 
-def _count(args: argparse.Namespace, engine: Context) -> int | None:
+def _count(args: argparse.Namespace, engine: Context[Tallies]) -> int | None:
     if args.times < 1:
         raise InvalidInput(field="times", problem=f"must be at least 1, got {args.times}")
     for _ in range(args.times):
         engine.sagas.fire(args.id, "tick", actor="cli")
     history = engine.sagas.history(args.id)
-    print(f"{engine.label} {args.id}: {len(history) - 1} ticks")
+    print(f"{engine.services.label} {args.id}: {len(history) - 1} ticks")
     return None
 
 
-def _with_label(app: Application, values: Mapping[str, str | None]) -> Application:
+def _with_label(
+    app: Application[Tallies], values: Mapping[str, str | None]
+) -> Application[Tallies]:
     label = values.get("label") or "tally"
     if not label.isidentifier():
         raise InvalidInput(field="label", problem=f"expected a word, got {label!r}")
-    return dataclasses.replace(app, services=lambda engine: {"label": label})
+    return dataclasses.replace(app, services=lambda engine: Tallies(label))
 
 
-def app() -> Application:
+def app() -> Application[Tallies]:
     """The tally: a saga, two commands (`open`, `count`) and an option (`--label`)."""
     registry = Registry()
     registry.register(TALLY)
     return Application(
         name="tallies",
         registry=registry,
-        services=lambda engine: {"label": "tally"},
+        services=lambda engine: Tallies(),
         commands=Commands(
             commands=(
                 Command(name="open", help="open a tally", run=_open, arguments=_open_arguments),

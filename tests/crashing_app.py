@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import threading
 
 from saga.core.backoff import Backoff
 from saga.core.handlers import Handlers, JobKind
+from saga.purchase.app import purchase_app
+
+
+def _with_jobs(extra):
+    """The purchase application, with job kinds of its own added."""
+    base = purchase_app()
+    return dataclasses.replace(base, jobs=lambda engine: [*base.jobs(engine), *extra(engine)])
 
 
 def handlers(engine):
@@ -45,3 +53,13 @@ def hanging(engine):
 def _hang(job):
     del job
     threading.Event().wait()  # forever: only the end of the process ends it
+
+
+def crash_looping():
+    """``--app tests.crashing_app:crash_looping``: its worker processes die as they start."""
+    return _with_jobs(handlers)
+
+
+def hanging_app():
+    """``--app tests.crashing_app:hanging_app``: a worker process stuck in a job."""
+    return _with_jobs(hanging)

@@ -87,6 +87,17 @@ def rows(engine: Engine, sql: str, **params: Any) -> list[dict[str, Any]]:
         return [dict(row) for row in conn.execute(sa.text(sql), params).mappings()]
 
 
+def saga_jobs(engine: Engine, saga_id: str) -> list[dict[str, Any]]:
+    """The jobs of one saga, live and finished, oldest first (tests only)."""
+    return rows(
+        engine,
+        "SELECT id, queue, kind, state, attempts, created_at FROM jobs WHERE saga_id = :saga_id "
+        "UNION ALL SELECT id, queue, kind, state, attempts, created_at FROM job_archive "
+        "WHERE saga_id = :saga_id ORDER BY created_at, id",
+        saga_id=saga_id,
+    )
+
+
 def execute(engine: Engine, sql: str, **params: Any) -> None:
     """Run an ad-hoc statement and commit (tests only)."""
     with engine.db.engine.begin() as conn:

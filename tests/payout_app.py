@@ -229,11 +229,18 @@ def steps(ctx: Any) -> list[JobKind]:
 
 # -- reconciliation: was it paid? ----------------------------------------------------------
 
+
+def _judge(ctx: Any) -> PayoutJudge:
+    return PayoutJudge(ctx)
+
+
 RECON = ReconPolicy(
     check_kind="expense.check_payout",
     outcomes={"paid": "resolve_paid", "failed": "resolve_failed"},
     subject=lambda before: "payout",
     first_check_seconds=30.0,
+    # An operator's decision is checked against the provider's answer.
+    judge=_judge,
 )
 
 
@@ -323,7 +330,7 @@ def expense_app(
         registry=registry,
         jobs=checker_of(processing_counts_as_paid=processing_counts_as_paid),
         invariants=invariants,
-        services=lambda ctx: {"judge": PayoutJudge(ctx), "payouts": sandbox_for(ctx)},
+        services=sandbox_for,
         recon=RECON,
     )
 

@@ -28,7 +28,7 @@ def next_due(url: str) -> float | None:
     """Seconds until a job or a sandbox webhook is due; ``None`` if nothing waits."""
     with Engine(url) as engine:
         kinds = builtin_handlers(engine).names()
-        waits = [Queue(engine.db).next_due_in(kinds), engine.sandbox.next_webhook_in()]
+        waits = [Queue(engine.db).next_due_in(kinds), engine.services.sandbox.next_webhook_in()]
     due = [wait for wait in waits if wait is not None]
     return min(due) if due else None
 

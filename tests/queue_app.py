@@ -1,13 +1,21 @@
-"""Job kinds for the worker tests, loaded by `saga worker --app tests.queue_app:handlers`."""
+"""Job kinds for the worker tests, loaded by `saga worker --app tests.queue_app:app`."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import time
 from pathlib import Path
 
 from saga.core.handlers import Handlers, JobKind
+from saga.purchase.app import purchase_app
+
+
+def app():
+    """The purchase application, with the worker tests' job kinds added."""
+    base = purchase_app()
+    return dataclasses.replace(base, jobs=lambda engine: [*base.jobs(engine), *handlers(engine)])
 
 
 def handlers(engine):

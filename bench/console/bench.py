@@ -38,16 +38,16 @@ METHODS = ("pm_ok", "pm_declined", "pm_timeout_after_charge", "pm_amount_mismatc
 
 
 def real_work(engine: Engine, purchases: int) -> None:
-    engine.catalogue.add("js", seats=purchases + 10, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=purchases + 10, price="49.00", currency="EUR")
     for n in range(purchases):
-        engine.purchases.start(
+        engine.services.purchases.start(
             operation_id=f"op-{n}",
             intensive_id="js",
             student_id=f"s-{n}",
             payment_method=METHODS[n % len(METHODS)],
             hold_seconds=3600,
         )
-    kinds = PurchaseSteps(engine.db, engine.registry, engine.provider_getter).kinds()
+    kinds = PurchaseSteps(engine.db, engine.registry, engine.services.provider_getter).kinds()
     request = [k for k in kinds if k.name == "purchase.request_payment"]
     Worker(engine.db, Handlers(request), listen=False).run(burst=True)
     queue = Queue(engine.db)

@@ -64,7 +64,7 @@ def saga_work(dsn: str, gate: Any, options: dict[str, Any]) -> None:
             Handlers([JobKind("noop", lambda job: None, queue="bench")]),
             batch=options.get("batch", 50),
         )
-        engine.catalogue.list(limit=1)  # connect before the gate
+        engine.services.catalogue.list(limit=1)  # connect before the gate
         gate.wait()
         worker.run(burst=True)
 

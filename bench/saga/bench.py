@@ -163,7 +163,7 @@ def engine_run(
         try:
             started = time.perf_counter()
             for n in range(purchases):
-                engine.purchases.start(
+                engine.services.purchases.start(
                     operation_id=f"op-{n}", intensive_id="js", student_id=f"s-{n}"
                 )
             accepted = time.perf_counter()
@@ -205,7 +205,7 @@ def engine_run(
 
 
 def _catalogue(engine: Any, purchases: int) -> None:
-    engine.catalogue.add("js", seats=purchases + 10, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=purchases + 10, price="49.00", currency="EUR")
 
 
 def replay_floor(admin_url: str, purchases: int, workers: int) -> dict[str, Any]:

@@ -7,14 +7,14 @@ from typing import TYPE_CHECKING
 from saga.codec import iso, maybe_utc
 
 if TYPE_CHECKING:
-    from saga import Context
+    from saga import Engine
     from saga.cli.common import Output
     from saga.core.money import MoneySummary
 
 _DIRECTION = {"in": "received", "out": "given back"}
 
 
-def summary_of(engine: Context, saga_id: str) -> MoneySummary | None:
+def summary_of(engine: Engine, saga_id: str) -> MoneySummary | None:
     """The application's money summary of one saga, if it keeps one."""
     found: MoneySummary | None = engine.app.money(engine, [saga_id]).get(saga_id)
     return found

@@ -5,9 +5,10 @@ An application declares its saga kinds (a :class:`~saga.Registry` of
 machines with their hooks and the job kinds running their actions), the job
 kinds of its own (checks, cancellations, anything queued by its code), what
 workers poll besides the queue, its invariants for ``saga verify``, and the
-services and commands of its own.  Every command loads one with ``--app
-MODULE:NAME`` (or ``$SAGA_APP``); without it, the one :data:`saga.settings.DEFAULT_APP`
-names.
+services its commands use, as one object of its own class (``engine.services``,
+typed ``Engine[MyServices]``), and commands of its own.  Every command loads one
+with ``--app MODULE:NAME`` (or ``$SAGA_APP``); without it, the one
+:data:`saga.settings.DEFAULT_APP` names.
 
 :meth:`Application.check` lists every problem at once: an action no job kind
 runs, a step job kind for an action no state declares, a job kind of two
@@ -27,11 +28,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Generic
+
+from typing_extensions import TypeVar
 
 from saga import settings
 from saga.core.commands import NO_COMMANDS, Commands
-from saga.core.handlers import Handlers, JobKind
+from saga.core.handlers import JobKind
 from saga.core.money import MoneySummary, no_money
 from saga.core.recon import ReconHook, ReconPolicy
 from saga.core.sagas import Context, Registry, SagaType
@@ -49,23 +52,18 @@ if TYPE_CHECKING:
 
 APP_ENV: Final = "SAGA_APP"
 
+# The class of an application's services (``Application[MyServices]``).
+S = TypeVar("S", default=Any)
 
-@dataclass(frozen=True, slots=True)
-class Lazy:
-    """A service computed on each access (a connection opened only when asked for)."""
-
-    get: Callable[[], Any]
-
-
-JobsFactory = Callable[[Context], Iterable[JobKind]]
-PollersFactory = Callable[[Context], Iterable["Poller"]]
-InvariantsFactory = Callable[[Context], Iterable["Invariant"]]
-ServicesFactory = Callable[[Context], Mapping[str, Any]]
-FiguresFactory = Callable[[Context], Mapping[str, Any]]
-SubscribersFactory = Callable[[Context], Mapping[str, Iterable[Callable[[Any], object]]]]
-WebhooksFactory = Callable[[Context], Mapping[str, "Receiver"]]
-MessagesOf = Callable[[Context, str], Iterable[Mapping[str, Any]]]
-MoneyOf = Callable[[Context, Sequence[str]], Mapping[str, MoneySummary]]
+JobsFactory = Callable[[Context[S]], Iterable[JobKind]]
+PollersFactory = Callable[[Context[S]], Iterable["Poller"]]
+InvariantsFactory = Callable[[Context[S]], Iterable["Invariant"]]
+ServicesFactory = Callable[[Context], S]
+FiguresFactory = Callable[[Context[S]], Mapping[str, Any]]
+SubscribersFactory = Callable[[Context[S]], Mapping[str, Iterable[Callable[[Any], object]]]]
+WebhooksFactory = Callable[[Context[S]], Mapping[str, "Receiver"]]
+MessagesOf = Callable[[Context[S], str], Iterable[Mapping[str, Any]]]
+MoneyOf = Callable[[Context[S], Sequence[str]], Mapping[str, MoneySummary]]
 
 
 def _no_messages(engine: Context, saga_id: str) -> tuple[()]:
@@ -78,15 +76,23 @@ def _nothing(engine: Context) -> tuple[()]:
     return ()
 
 
-def _no_services(engine: Context) -> dict[str, Any]:
+def _no_services(engine: Context) -> Any:
+    del engine
+
+
+def _no_figures(engine: Context) -> dict[str, Any]:
     del engine
     return {}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Application:
+class Application(Generic[S]):
     """
     What an application brings to the engine.
+
+    Generic in the class of its services: ``Application(services=Shop)``
+    is an ``Application[Shop]``, run by an ``Engine[Shop]`` whose
+    ``engine.services`` is a ``Shop``; its factories take a ``Context[Shop]``.
 
     Args:
         name: shown in logs and ``saga stats``.
@@ -103,11 +109,12 @@ class Application:
             kind whose machine has the policy's state), or one per saga kind
             (``{"order": …, "payout": …}``): the state meaning "outcome
             unknown", the operators' outcomes and their events, the checker's
-            job kind, the judge.  The engine wires each kind's
-            :class:`~saga.ReconHook` itself.
-        services: named objects its commands and users reach as attributes of
-            the engine (``engine.orders``); a :class:`Lazy` one is computed
-            on each access.
+            job kind, the judge (``ReconPolicy(judge=…)``).  The engine wires
+            each kind's :class:`~saga.ReconHook` itself.
+        services: builds, once for an engine, the object of its own class its
+            commands and users reach as ``engine.services`` (the purchase's
+            ``engine.services.purchases``); typed by the class it returns.
+            An object with a ``close()`` is closed with the engine.
         sql: its tables and named queries (:class:`~saga.SqlComponent`): its
             migrations are applied by ``saga db upgrade`` after the engine's, and
             its queries run in the engine's transactions (``tx.all("my_query")``).
@@ -132,19 +139,19 @@ class Application:
 
     name: str
     registry: Registry = field(default_factory=Registry)
-    jobs: JobsFactory = _nothing
-    pollers: PollersFactory = _nothing
-    invariants: InvariantsFactory = _nothing
-    services: ServicesFactory = _no_services
+    jobs: JobsFactory[S] = _nothing
+    pollers: PollersFactory[S] = _nothing
+    invariants: InvariantsFactory[S] = _nothing
+    services: ServicesFactory[S] = _no_services
     recon: ReconPolicy | Mapping[str, ReconPolicy] = field(default_factory=ReconPolicy)
     routes: tuple[Route, ...] = ()
-    figures: FiguresFactory = _no_services
+    figures: FiguresFactory[S] = _no_figures
     sql: SqlComponent | None = None
-    subscribers: SubscribersFactory = _no_services
+    subscribers: SubscribersFactory[S] = _no_figures
     consumers: tuple[Consumer, ...] = ()
-    webhooks: WebhooksFactory = _no_services
-    messages: MessagesOf = _no_messages
-    money: MoneyOf = no_money
+    webhooks: WebhooksFactory[S] = _no_figures
+    messages: MessagesOf[S] = _no_messages
+    money: MoneyOf[S] = no_money
     commands: Commands = NO_COMMANDS
 
     def recon_policies(self) -> dict[str, ReconPolicy]:
@@ -218,7 +225,7 @@ class Application:
         found += self.sql_problems()
         names = [consumer.name for consumer in self.consumers]
         found += sorted({f"consumer {n!r} is declared twice" for n in names if names.count(n) > 1})
-        found += self._recon_problems(engine)
+        found += self._recon_problems()
         found += self._route_origin_problems()
         for saga_type in self.registry:
             machine = saga_type.machine
@@ -247,14 +254,13 @@ class Application:
             found += _over_ceiling(saga_type.max_attempts, kinds, actions)
         return found
 
-    def _recon_problems(self, engine: Context) -> list[str]:
+    def _recon_problems(self) -> list[str]:
         if isinstance(self.recon, ReconPolicy):
             policies = {"": self.recon} if self.recon.outcomes else {}
         else:
             policies = dict(self.recon)
         found = _unknown_kinds(policies, self.registry)
         wired = self.recon_policies()
-        has_judge = getattr(engine, "judge", None) is not None
         for kind, policy in policies.items():
             machines = [t.machine for t in self.registry if t.machine.name == kind or not kind]
             if kind and machines and not all(m.has_state(policy.state) for m in machines):
@@ -280,7 +286,7 @@ class Application:
                 for m in machines
                 if (origins := m.origins(event)) is not None and RECONCILIATION not in origins
             ]
-            found += _judge_problems(where, policy, has_judge=has_judge)
+            found += _judge_problems(where, policy)
         for saga_type in self.registry:
             name = saga_type.machine.name
             for hook in saga_type.hooks:
@@ -362,15 +368,6 @@ class Application:
         # Its commands stay: configuring twice is harmless.
         return dataclasses.replace(made, commands=self.commands)
 
-    def with_jobs(self, extra: JobsFactory) -> Application:
-        """The same application with more job kinds (``--app`` naming a job factory)."""
-        own = self.jobs
-
-        def both(engine: Context) -> list[JobKind]:
-            return [*own(engine), *extra(engine)]
-
-        return dataclasses.replace(self, jobs=both)
-
 
 def _over_ceiling(ceiling: int | None, kinds: Iterable[JobKind], actions: set[str]) -> list[str]:
     """The kinds running ``actions`` that ask for more attempts than the saga kind's ceiling."""
@@ -392,12 +389,12 @@ def _unknown_kinds(policies: Mapping[str, ReconPolicy], registry: Registry) -> l
     ]
 
 
-def _judge_problems(where: str, policy: ReconPolicy, *, has_judge: bool) -> list[str]:
+def _judge_problems(where: str, policy: ReconPolicy) -> list[str]:
     if not policy.outcomes:
         return []
     if policy.judge is not None and policy.unchecked:
         return [f"{where}: names a judge and says unchecked=True; choose one"]
-    if policy.judge is None and not policy.unchecked and not has_judge:
+    if policy.judge is None and not policy.unchecked:
         return [
             f"{where}: operators' outcomes ({', '.join(policy.outcomes)}) but no judge: "
             "name one (ReconPolicy(judge=…)) or say ReconPolicy(unchecked=True) to apply "
@@ -416,10 +413,7 @@ def load_app(spec: str | None = None) -> Application:
     The application ``MODULE:NAME`` (default ``$SAGA_APP``, else :func:`default_app`).
 
     ``NAME`` is an :class:`Application`, or a function of no arguments
-    returning one; a function of one argument (the engine) returning job kinds
-    (:class:`~saga.core.handlers.Handlers`) adds them to the default
-    application, as ``saga worker --app`` did before applications existed.
-    ``MODULE`` is looked up like ``python -m`` does, the working directory
+    returning one.  ``MODULE`` is looked up like ``python -m`` does, the working directory
     included.  Anything else is :class:`~saga.exceptions.InvalidInput` on
     ``app``; an error raised by the user's module or factory is
     :class:`~saga.exceptions.ApplicationLoadFailed`, with its traceback.
@@ -435,9 +429,7 @@ def load_app(spec: str | None = None) -> Application:
         raise InvalidInput(field="app", problem=f"module {module_name!r} has no {attribute!r}")
     if isinstance(found, Application):
         return found
-    required = _required_arguments(spec, found)
-    if required == 1:
-        return default_app().with_jobs(_job_factory(spec, found))
+    _check_factory(spec, found)
     try:
         made = found()
     except Exception as exc:
@@ -483,8 +475,8 @@ def _search_working_directory() -> None:
         sys.path.append(here)
 
 
-def _required_arguments(spec: str, found: object) -> int:
-    """How many arguments ``found`` needs: 0 (an application factory) or 1 (a job factory)."""
+def _check_factory(spec: str, found: object) -> None:
+    """Refuse what is no function of the user's taking no arguments (an application factory)."""
     if isinstance(found, type):
         raise InvalidInput(
             field="app",
@@ -492,36 +484,19 @@ def _required_arguments(spec: str, found: object) -> int:
         )
     if not callable(found):
         raise InvalidInput(field="app", problem=f"{spec!r} is {_describe(found)}, {_NOT_AN_APP}")
-    # Only the user's own Python code: `os:system` or `builtins:print` take one
-    # argument too, and would be called with the engine.
+    # Only the user's own Python code: `builtins:input` would be called too.
     code = found.func if isinstance(found, functools.partial) else found
     if not (inspect.isfunction(code) or inspect.ismethod(code)):
         raise InvalidInput(field="app", problem=f"{spec!r} is {_describe(found)}, {_NOT_AN_APP}")
     parameters = inspect.signature(found).parameters.values()
     positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     required = [p for p in parameters if p.default is inspect.Parameter.empty]
-    needed = sum(p.kind in positional for p in required)
-    if needed > 1 or any(p.kind is inspect.Parameter.KEYWORD_ONLY for p in required):
+    if any(p.kind in positional or p.kind is inspect.Parameter.KEYWORD_ONLY for p in required):
         raise InvalidInput(
             field="app",
             problem=f"{spec!r} takes {len(required)} arguments: a function returning an "
-            "Application takes none (one returning job kinds takes the engine)",
+            "Application takes none",
         )
-    return needed
-
-
-def _job_factory(spec: str, factory: Callable[[Context], object]) -> JobsFactory:
-    def jobs(engine: Context) -> list[JobKind]:
-        made = factory(engine)
-        kinds = list(made) if isinstance(made, Handlers | list | tuple) else None
-        if kinds is None or not all(isinstance(kind, JobKind) for kind in kinds):
-            raise InvalidInput(
-                field="app",
-                problem=f"{spec!r} returned {_describe(made)}, not an Application or job kinds",
-            )
-        return kinds
-
-    return jobs
 
 
 def _describe(value: object) -> str:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final, Generic
 
 from saga.core import migrate as _migrate
-from saga.core.app import Application, Lazy, default_app
+from saga.core.app import Application, S, default_app
 from saga.core.db import DEFAULT_URL, Database
 from saga.core.inbox import Inbox
 from saga.core.instances import Instances
@@ -36,7 +36,7 @@ def default_registry() -> Registry:
     return default_app().registry
 
 
-class Engine:
+class Engine(Generic[S]):
     """
     The engine over one database, running one application.
 
@@ -47,8 +47,10 @@ class Engine:
     application is checked when the engine is built
     (:class:`~saga.exceptions.DefinitionError` lists every problem).
 
-    The application's services are attributes of the engine (an application
-    naming a service ``orders`` reaches it as ``engine.orders``).
+    The application's services are ``engine.services``: the object its
+    ``services`` factory built, of its own class (the purchase application's
+    ``engine.services.purchases``, for instance); an engine running an
+    ``Application[Shop]`` is an ``Engine[Shop]``.
 
     Args:
         url: the database; default :func:`default_url`.
@@ -68,7 +70,7 @@ class Engine:
         self,
         url: str | None = None,
         *,
-        app: Application | None = None,
+        app: Application[S] | None = None,
         registry: Registry | None = None,
         check_schema: bool = True,
         create: bool = True,
@@ -77,7 +79,7 @@ class Engine:
         app = app or default_app()
         if registry is not None:
             app = dataclasses.replace(app, registry=registry)
-        self.app = app
+        self.app: Application[S] = app
         if problems := app.sql_problems():
             raise ApplicationError(application=app.name, problems=problems)
         components = (ENGINE,) if app.sql is None else (ENGINE, app.sql)
@@ -87,6 +89,15 @@ class Engine:
         self.create = create
         if check_schema:
             self.db.before_first_use(self._check_schema)
+        try:
+            self._wire(app)
+        except BaseException:
+            # A refused application (or a factory that raised) leaves no connection open.
+            self.close()
+            raise
+
+    def _wire(self, app: Application[S]) -> None:
+        """Build the runtime, the application's services and judges; check the application."""
         policies = app.recon_policies()
         # Each kind knows its policy (who may fire its outcomes), and gets its
         # ReconHook if the application did not register one.
@@ -94,19 +105,15 @@ class Engine:
         self.sagas = Sagas(self.db, self.registry)
         self.instances = Instances(self.db, self.registry, self.sagas, context=self)
         self.messages = Inbox(self.db, self.registry, app.routes, context=self)
-        self._services = dict(app.services(self))
-        # A policy's own judge; else the older form, the service named "judge".
-        fallback = self._services.get("judge")
+        self._services: S = app.services(self)
+        # Each policy names its judge, or says its decisions go unchecked.
         judges = {
-            kind: fallback if policy.judge is None else policy.judge(self)
+            kind: None if policy.judge is None or policy.unchecked else policy.judge(self)
             for kind, policy in policies.items()
-            if not policy.unchecked
         }
-        judges.update({kind: None for kind, policy in policies.items() if policy.unchecked})
         self.recon = Reconciliation(
             self.db,
             self.registry,
-            fallback,
             app.recon if isinstance(app.recon, ReconPolicy) else None,
             policies=policies,
             judges=judges,
@@ -123,15 +130,10 @@ class Engine:
     def __repr__(self) -> str:
         return f"<Engine {self.app.name} on {self.db!r}>"
 
-    def __getattr__(self, name: str) -> Any:
-        # The application's services, as attributes of the engine.
-        services = self.__dict__.get("_services", {})
-        if name in services:
-            found = services[name]
-            return found.get() if isinstance(found, Lazy) else found
-        app = self.__dict__.get("app")
-        msg = f"the {app.name if app else '?'} application has no {name!r}"
-        raise AttributeError(msg)
+    @property
+    def services(self) -> S:
+        """The application's services: the object its ``services`` factory built."""
+        return self._services
 
     def _check_schema(self) -> None:
         if not self.create:
@@ -191,12 +193,11 @@ class Engine:
     def close(self) -> None:
         """Release the database connections (and those of the application's services)."""
         self.db.dispose()
-        for service in self._services.values():
-            close = getattr(service, "close", None)
-            if callable(close):
-                close()
+        close = getattr(self.__dict__.get("_services"), "close", None)
+        if callable(close):
+            close()
 
-    def __enter__(self) -> Engine:
+    def __enter__(self) -> Engine[S]:
         return self
 
     def __exit__(self, *exc_info: object) -> None:

@@ -121,8 +121,7 @@ class ReconPolicy:
             saga (its currency); ``None``: the application takes no amounts.
         judge: builds, for an engine, the :class:`Judge` that checks operators'
             decisions against fresh evidence (``judge=EnvelopeJudge``).  A
-            policy with outcomes names its judge, or says ``unchecked=True``;
-            the older form, a service named ``judge``, still counts as naming it.
+            policy with outcomes names its judge, or says ``unchecked=True``.
         unchecked: operators' decisions are applied as given, unchecked
             (``saga recon resolve`` says so, and the audit records it).
         hints: when each outcome fits, shown beside it to operators: by outcome,

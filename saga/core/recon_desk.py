@@ -47,7 +47,6 @@ class Reconciliation:
         self,
         db: Database,
         registry: Registry,
-        judge: Judge | None = None,
         policy: ReconPolicy | None = None,
         *,
         policies: Mapping[str, ReconPolicy] | None = None,
@@ -56,8 +55,8 @@ class Reconciliation:
         self.db = db
         self.registry = registry
         self.policies = dict(policies or {})
+        # Each kind's judge, as its policy names it; None: its decisions go unchecked.
         self.judges = dict(judges or {})
-        self._judge = judge
         self._policy = policy or next(iter(self.policies.values()), None) or ReconPolicy()
 
     @property
@@ -65,18 +64,13 @@ class Reconciliation:
         """The application's policy (with one per kind, the first: see :meth:`policy_for`)."""
         return self._policy
 
-    @property
-    def judge(self) -> Judge | None:
-        """The judge of :attr:`policy` (with a policy per kind: see :meth:`judge_for`)."""
-        return self._judge if self._judge is not None else next(iter(self.judges.values()), None)
-
     def policy_for(self, kind: str) -> ReconPolicy:
         """The reconciliation policy of saga kind ``kind``."""
         return self.policies.get(kind, self._policy)
 
     def judge_for(self, kind: str) -> Judge | None:
         """The judge of saga kind ``kind``'s decisions; ``None``: they are not checked."""
-        return self.judges.get(kind, self._judge)
+        return self.judges.get(kind)
 
     def kind_of(self, item: ReconItem) -> str:
         """The saga kind of an item's saga."""

@@ -14,7 +14,9 @@ import functools
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
+
+from typing_extensions import TypeVar
 
 from saga.codec import digest, dump_json
 from saga.core import metrics
@@ -63,23 +65,44 @@ class SagaHook(Protocol):
         """Call after the compare-and-set moved the saga from ``before`` to ``after``."""
 
 
-class Context(Protocol):
+# The type of an application's services (its own class); unsaid, ``Any``: the
+# core never looks inside them, an application's code names its own.
+Services_co = TypeVar("Services_co", covariant=True, default=Any)
+
+
+class Messages(Protocol):
+    """
+    The engine's inbox as an application's parts see it (:class:`~saga.core.inbox.Inbox`).
+
+    Typed loosely here: the inbox module builds on this one.
+    """
+
+    def deliver(self, message: Any, *, via: str | None = None) -> Any:
+        """Apply ``message`` at most once (:meth:`saga.core.inbox.Inbox.deliver`)."""
+
+
+class Context(Protocol[Services_co]):
     """
     What an application's parts are built with: the engine, seen narrowly.
 
-    The database, the saga kinds and the runtime over them, the options the
-    engine was opened with, and the application's services as attributes.
+    The database, the saga kinds and the runtime over them (the inbox
+    included), and the application's services: the object its ``services``
+    factory built, of its own class (``Context[MyServices]``).
     :class:`~saga.Engine` is one.
     """
 
     db: Database
     registry: Registry
     sagas: Sagas
-    options: dict[str, Any]
     create: bool
 
-    def __getattr__(self, name: str) -> Any:
-        """An application service, by name."""
+    @property
+    def messages(self) -> Messages:
+        """The engine's inbox (``engine.messages.deliver``)."""
+
+    @property
+    def services(self) -> Services_co:
+        """The application's services, built once for the engine."""
 
 
 T = TypeVar("T")
@@ -379,7 +402,6 @@ class Sagas:
         actor: str,
         cause: str | None = None,
         expected_version: int | None = None,
-        data_update: Mapping[str, Any] | None = None,
         kind: str | None = None,
         origin: str = STEP,
     ) -> Fired:
@@ -417,7 +439,6 @@ class Sagas:
                     actor=actor,
                     cause=cause,
                     expected_version=expected_version,
-                    data_update=data_update,
                     kind=kind,
                     origin=origin,
                 )
@@ -553,6 +574,8 @@ def fire_in(
     reconciliation policy) keeps to other doors raises
     :class:`~saga.exceptions.EventRefused` before anything is written; the
     caller records the refusal (:func:`~saga.core.refusals.record_refusal`).
+    ``data_update`` is merged into the saga's data in the same compare-and-set
+    (the chaos tally's read-then-write add, whose lost updates it counts).
     """
     if not actor:
         raise InvalidInput(field="actor", problem="must not be empty")

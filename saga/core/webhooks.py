@@ -29,12 +29,12 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from saga.core.inbox import Message
 from saga.core.logs import get_logger
+from saga.core.sagas import Context
 from saga.core.signatures import DEFAULT_TOLERANCE_S, SignatureRefused, check, shape
 from saga.exceptions import DatabaseError, InvalidInput, ProviderUnavailable
 
 if TYPE_CHECKING:
     from saga.core.db import Tx
-    from saga.core.sagas import Context
 
 log = get_logger(__name__)
 
@@ -75,7 +75,26 @@ class Answer:
     headers: Mapping[str, str] = field(default_factory=dict)
 
 
-def message_receiver(engine: Context, source: str) -> Receiver:
+class _Receives(Protocol):
+    """What the door needs of an application: its routes' sources and its own receivers."""
+
+    def route_sources(self) -> set[str]:
+        """The sources its inbox routes take messages from."""
+
+    @property
+    def webhooks(self) -> Callable[[Context], Mapping[str, Receiver]]:
+        """Its receivers of signed webhooks, built for an engine."""
+
+
+class Served(Context, Protocol):
+    """An engine seen by the webhook door (:class:`~saga.Engine` is one)."""
+
+    @property
+    def app(self) -> _Receives:
+        """The application it runs."""
+
+
+def message_receiver(engine: Served, source: str) -> Receiver:
     """A receiver for an inbox route's source: ``{"event_id", "type", "payload"}``."""
 
     def receive(body: Mapping[str, Any]) -> Delivered:
@@ -109,7 +128,7 @@ class WebhookDoor:
 
     def __init__(
         self,
-        engine: Context,
+        engine: Served,
         secrets: Mapping[str, tuple[str, ...]],
         *,
         tolerance_s: float = DEFAULT_TOLERANCE_S,
@@ -231,7 +250,7 @@ class _Refused(Exception):
         self.detail = detail
 
 
-def known_receivers(engine: Context) -> dict[str, Receiver]:
+def known_receivers(engine: Served) -> dict[str, Receiver]:
     """Every provider the application takes webhooks from, by name."""
     app = engine.app
     receivers: dict[str, Receiver] = {

@@ -26,6 +26,7 @@ from saga import (
     Apply,
     Change,
     Checker,
+    Context,
     ContradictedDecision,
     Decision,
     Invariant,
@@ -231,13 +232,6 @@ def steps(ctx: Any) -> list[JobKind]:
 
 # -- reconciliation: did the contract leave? -------------------------------------------------
 
-RECON = ReconPolicy(
-    check_kind="enrollment.check_contract",
-    outcomes={"sent": "resolve_sent", "not_sent": "resolve_not_sent"},
-    subject=lambda before: "contract",
-    first_check_seconds=30.0,
-)
-
 
 def _reading(envelope: Envelope | None) -> str:
     return "none" if envelope is None else envelope.status
@@ -290,6 +284,16 @@ class EnvelopeJudge:
                 outcome=decision.outcome,
                 why=f"the e-signature provider says {reading} for the contract",
             )
+
+
+RECON = ReconPolicy(
+    check_kind="enrollment.check_contract",
+    outcomes={"sent": "resolve_sent", "not_sent": "resolve_not_sent"},
+    subject=lambda before: "contract",
+    first_check_seconds=30.0,
+    # An operator's decision is checked against the provider's answer.
+    judge=EnvelopeJudge,
+)
 
 
 # -- its own table: the contract ledger -----------------------------------------------------
@@ -362,6 +366,14 @@ def invariants(ctx: Any) -> list[Invariant]:
 
 # -- the application -----------------------------------------------------------------------
 
+
+class School:
+    """Its services, of its own class: what its users reach as ``engine.services``."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.signatures = sandbox_for(ctx)
+
+
 registry = Registry()
 registry.register(ENROLLMENT, hooks=[ReconHook(RECON), ContractLedger()], steps=steps)
 app = Application(
@@ -371,7 +383,7 @@ app = Application(
     invariants=invariants,
     figures=figures,
     sql=SQL,
-    services=lambda ctx: {"judge": EnvelopeJudge(ctx), "signatures": sandbox_for(ctx)},
+    services=School,
     recon=RECON,
     routes=(
         Route(

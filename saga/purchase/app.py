@@ -5,8 +5,10 @@ It brings the purchase saga with its hooks (seats, reconciliation items,
 late payment checks, expiry answers) and the steps running its actions; job
 kinds of its own (payment checks, the reconciliation checker); the sandbox
 provider's webhooks for the workers to deliver; its invariants; and the
-services its commands use (``engine.catalogue``, ``engine.purchases``,
-``engine.inbox``, ``engine.payments`` with the provider).
+services its commands use, one
+:class:`~saga.purchase.services.PurchaseServices` reached as ``engine.services``
+(``engine.services.catalogue``, ``.purchases``, ``.inbox``, ``.payments`` with
+the provider).
 """
 
 from __future__ import annotations
@@ -15,24 +17,15 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import (
-    Application,
-    Lazy,
-    ReconHook,
-    Registry,
-    SqlComponent,
-    Started,
-    normalize_url,
-    record_provider_call,
-)
+from saga import Application, ReconHook, Registry, SqlComponent, Started, normalize_url
 from saga.cli import Commands, Option
 from saga.exceptions import InvalidInput
-from saga.purchase.catalogue import Catalogue
 from saga.purchase.cli import COMMANDS
 from saga.purchase.events import PURCHASE_EVENTS, SALES
-from saga.purchase.inbox import ROUTES, Inbox
-from saga.purchase.purchases import Purchases, SeatHook
-from saga.purchase.recon import PURCHASE_RECON, PaymentJudge, payment_checker
+from saga.purchase.inbox import ROUTES
+from saga.purchase.purchases import SeatHook
+from saga.purchase.recon import PURCHASE_RECON, payment_checker
+from saga.purchase.services import SANDBOX_URL_ENV, Payments, PurchaseContext, PurchaseServices
 from saga.purchase.steps import (
     AccessHook,
     ExpiryAnswerHook,
@@ -42,16 +35,13 @@ from saga.purchase.steps import (
 )
 from saga.purchase.summary import money_of
 from state_machine.purchase import PURCHASE
-from steps import ObservedProvider
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from saga import Context, Invariant, JobKind, Poller, SagaRecord
-    from saga.purchase.sandbox import Sandbox
     from steps import PaymentProvider
 
-SANDBOX_URL_ENV: Final = "SAGA_SANDBOX_DATABASE_URL"
 # Its tables (catalogue, purchases, money, access) and their queries, in
 # sql/purchase/: shipped with the engine, versioned apart.
 PURCHASE_SQL: Final = SqlComponent.bundled("purchase")
@@ -66,7 +56,7 @@ _REQUEST_FIELDS: Final = ("intensive_id", "student_id", "payment_method", "hold_
 
 
 def start_purchase(
-    engine: Context, *, operation_id: str, request: Mapping[str, Any], actor: str
+    engine: PurchaseContext, *, operation_id: str, request: Mapping[str, Any], actor: str
 ) -> Started:
     """The purchase's starter: ``saga purchase start``, from a request object."""
     takes = f"a purchase request takes {', '.join(_REQUEST_FIELDS)} (the first two required)"
@@ -77,7 +67,7 @@ def start_purchase(
         if name not in request:
             raise InvalidInput(field="request", problem=f"{name} is missing: {takes}")
     options = {k: request[k] for k in _REQUEST_FIELDS[2:] if k in request}
-    result = engine.purchases.start(
+    result = engine.services.purchases.start(
         operation_id=operation_id,
         intensive_id=request["intensive_id"],
         student_id=request["student_id"],
@@ -87,80 +77,13 @@ def start_purchase(
     return Started(saga=engine.sagas.get(result.purchase.id), created=result.created)
 
 
-class Payments:
-    """
-    The purchase's payment provider: the one given, else the sandbox, opened on first use.
-
-    Args:
-        engine: the engine whose database the sandbox's location derives from.
-        sandbox_url: the sandbox's own database (default ``$SAGA_SANDBOX_DATABASE_URL``,
-            else derived from the engine's).
-        provider: a real provider to use instead of the sandbox.
-
-    """
-
-    def __init__(
-        self, engine: Context, *, sandbox_url: str | None, provider: PaymentProvider | None
-    ) -> None:
-        self._engine = engine
-        self._sandbox_url = sandbox_url
-        self._provider = provider
-        self._sandbox: Sandbox | None = None
-        self._observed: PaymentProvider | None = None
-
-    @property
-    def custom(self) -> bool:
-        """Whether a provider other than the sandbox was given."""
-        return self._provider is not None
-
-    @property
-    def sandbox_url(self) -> str:
-        """The sandbox provider's database URL."""
-        from saga.purchase.sandbox import sandbox_url_for  # noqa: PLC0415 - the sandbox loads lazily
-
-        return (
-            self._sandbox_url
-            or os.environ.get(SANDBOX_URL_ENV)
-            or sandbox_url_for(self._engine.db.url.render_as_string(hide_password=False))
-        )
-
-    @property
-    def sandbox(self) -> Sandbox:
-        """The sandbox payment provider, opened on first use."""
-        if self._sandbox is None:
-            from saga.purchase.sandbox import Sandbox  # noqa: PLC0415 - opened only when needed
-
-            if not self._engine.create:
-                self._engine.db.require_file()  # the engine's own file is missing: name it
-            self._sandbox = Sandbox(self.sandbox_url, create=self._engine.create)
-        return self._sandbox
-
-    @property
-    def provider(self) -> PaymentProvider:
-        """The payment provider (the one given, else the sandbox), each call counted."""
-        if self._observed is None:
-            chosen = self._provider if self._provider is not None else self.sandbox
-            self._observed = ObservedProvider(chosen, record_provider_call)
-        return self._observed
-
-    def provider_getter(self) -> PaymentProvider:
-        """The payment provider, looked up when needed."""
-        return self.provider
-
-    def close(self) -> None:
-        """Release the sandbox's connections."""
-        if self._sandbox is not None:
-            self._sandbox.close()
-
-
-def _payments(engine: Context) -> Payments:
-    payments: Payments = engine.payments
-    return payments
+def _payments(engine: PurchaseContext) -> Payments:
+    return engine.services.payments
 
 
 def payment_services(
     *, sandbox_url: str | None = None, provider: PaymentProvider | None = None
-) -> Callable[[Context], dict[str, Any]]:
+) -> Callable[[Context], PurchaseServices]:
     """
     The purchase's services for an engine, its payments on ``provider`` or the sandbox.
 
@@ -168,23 +91,15 @@ def payment_services(
     ``$SAGA_SANDBOX_DATABASE_URL``, else derived from the engine's).
     """
 
-    def services(engine: Context) -> dict[str, Any]:
-        payments = Payments(engine, sandbox_url=sandbox_url, provider=provider)
-        return {
-            "payments": payments,
-            "sandbox": Lazy(lambda: payments.sandbox),
-            "sandbox_url": Lazy(lambda: payments.sandbox_url),
-            "provider": Lazy(lambda: payments.provider),
-            "provider_getter": payments.provider_getter,
-            "catalogue": Catalogue(engine.db),
-            "purchases": Purchases(engine.db, engine.sagas),
-            "inbox": Inbox(engine, payments.provider_getter),
-        }
+    def services(engine: Context) -> PurchaseServices:
+        return PurchaseServices(engine, sandbox_url=sandbox_url, provider=provider)
 
     return services
 
 
-def with_sandbox_db(app: Application, values: Mapping[str, str | None]) -> Application:
+def with_sandbox_db(
+    app: Application[PurchaseServices], values: Mapping[str, str | None]
+) -> Application[PurchaseServices]:
     """
     The purchase application given ``--sandbox-db`` (``saga --sandbox-db URL …``).
 
@@ -218,7 +133,7 @@ PURCHASE_COMMANDS: Final = Commands(
 
 def purchase_app(
     *, sandbox_url: str | None = None, provider: PaymentProvider | None = None
-) -> Application:
+) -> Application[PurchaseServices]:
     """
     The purchase application, with its saga registered afresh.
 
@@ -226,18 +141,16 @@ def purchase_app(
     (default ``$SAGA_SANDBOX_DATABASE_URL``, else derived from the engine's
     database; ``saga --sandbox-db URL`` on the command line).
     """
-    # Operators' decisions are checked against the provider's fresh answer.
-    policy = dataclasses.replace(
-        PURCHASE_RECON,
-        judge=lambda engine: PaymentJudge(engine.db, _payments(engine).provider_getter),
-    )
+    # Operators' decisions are checked against the provider's fresh answer
+    # (the policy's judge).
+    policy = PURCHASE_RECON
     registry = Registry()
 
-    def steps(engine: Context) -> list[JobKind]:
+    def steps(engine: PurchaseContext) -> list[JobKind]:
         kinds = PurchaseSteps(engine.db, engine.registry, _payments(engine).provider_getter)
         return [kind for kind in kinds.kinds() if kind.name not in _OWN_STEPS]
 
-    def own_jobs(engine: Context) -> list[JobKind]:
+    def own_jobs(engine: PurchaseContext) -> list[JobKind]:
         provider = _payments(engine).provider_getter
         kinds = PurchaseSteps(engine.db, engine.registry, provider).kinds()
         return [
@@ -245,10 +158,10 @@ def purchase_app(
             payment_checker(engine.db, engine.registry, provider, policy).kind(),
         ]
 
-    def expiry(engine: Context, saga: SagaRecord, event: str) -> dict[str, Any]:
+    def expiry(engine: PurchaseContext, saga: SagaRecord, event: str) -> dict[str, Any]:
         return hold_expiry_payload(engine.db, _payments(engine).provider, saga, event)
 
-    def pollers(engine: Context) -> list[Poller]:
+    def pollers(engine: PurchaseContext) -> list[Poller]:
         from saga.purchase.webhooks import (  # noqa: PLC0415 - only workers poll
             HttpSender,
             SandboxWebhooks,
@@ -259,18 +172,18 @@ def purchase_app(
         # $SAGA_SANDBOX_WEBHOOK_URL: sent signed over HTTP, as a real provider does.
         return [SandboxWebhooks(engine, sender=HttpSender.from_env(os.environ))]
 
-    def webhooks(engine: Context) -> Mapping[str, Any]:
+    def webhooks(engine: PurchaseContext) -> Mapping[str, Any]:
         from saga.purchase.webhooks import http_receivers  # noqa: PLC0415 - the web server only
 
         return {} if _payments(engine).custom else http_receivers(engine)
 
-    def invariants(engine: Context) -> list[Invariant]:
+    def invariants(engine: PurchaseContext) -> list[Invariant]:
         from saga.purchase.verify import purchase_invariants  # noqa: PLC0415 - verify only
 
         return purchase_invariants(engine)
 
-    def figures(engine: Context) -> dict[str, Any]:
-        seats = [i.to_json() for i in engine.catalogue.list(limit=10_000)]
+    def figures(engine: PurchaseContext) -> dict[str, Any]:
+        seats = [i.to_json() for i in engine.services.catalogue.list(limit=10_000)]
         return {"intensives": {i["id"]: i["seats"] for i in seats}}
 
     registry.register(

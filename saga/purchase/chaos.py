@@ -143,7 +143,7 @@ def run_chaos(
     )
     engine.upgrade()
     for intensive, seats in plan.intensives.items():
-        engine.catalogue.add(intensive, seats=seats, price="49.00", currency="EUR")
+        engine.services.catalogue.add(intensive, seats=seats, price="49.00", currency="EUR")
     exchange = f"saga.chaos.{run_id}"
     outage = Outage(options.broker_url) if options.broker_url else None
     watcher = None
@@ -251,7 +251,7 @@ def _fleet(
         url=engine.db.url.render_as_string(hide_password=False),
         # The workers fire the tallies' deadlines too: they need to know the kind.
         app=APP_SPEC if TALLY_KIND in engine.registry.kinds else None,
-        app_options=(("sandbox_db", engine.sandbox_url),),
+        app_options=(("sandbox_db", engine.services.sandbox_url),),
         lease_seconds=LEASE_SECONDS,
         poll_interval=0.2,
         log_level="critical",
@@ -340,7 +340,7 @@ def _progress_rows(engine: Engine, intensives: str) -> list[Any]:
 def _watch_seats(engine: Engine, run: _Run) -> None:
     """The seats invariant holds at every moment, not only at the end: look while it runs."""
     try:
-        seats = engine.catalogue.list(limit=10_000)
+        seats = engine.services.catalogue.list(limit=10_000)
     except Exception:  # noqa: BLE001 - a session ended under us: look again next tick
         return
     for intensive in seats:
@@ -409,7 +409,7 @@ def _idle(engine: Engine, run: _Run) -> bool:
     busy = any(q["due"] or q["running"] for q in figures["queues"].values())
     if run.watcher is not None:
         busy = busy or figures["outbox"]["unpublished"] > 0
-    return not busy and engine.sandbox.next_webhook_in() is None
+    return not busy and engine.services.sandbox.next_webhook_in() is None
 
 
 def _drain_events(engine: Engine, watcher: EventWatcher, timeout_s: float = 60.0) -> None:
@@ -493,7 +493,7 @@ def _must_be_zero(
     found = {row["id"] for row in rows}
     lost = [op for op, saga_id in run.clients.acknowledged.items() if saga_id not in found]
     by_name = {i.name: len(i.problems) for i in verdict.invariants}
-    seats = [engine.catalogue.get(name) for name in run.plan.intensives]
+    seats = [engine.services.catalogue.get(name) for name in run.plan.intensives]
     oversold = (
         sum(1 for s in seats if s.held + s.taken > s.capacity)
         + by_name.get("seats", 0)

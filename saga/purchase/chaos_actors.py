@@ -96,7 +96,7 @@ class Clients:
                 self._conflict(order)
 
     def _start(self, order: Order, *, student: str | None = None) -> str:
-        result = self.engine.purchases.start(
+        result = self.engine.services.purchases.start(
             operation_id=order.operation_id,
             intensive_id=order.intensive_id,
             student_id=student or order.student_id,
@@ -131,7 +131,9 @@ class Clients:
         while self._cancels and self._cancels[0][0] <= now:
             _, purchase_id = heapq.heappop(self._cancels)
             try:
-                self.engine.purchases.cancel(purchase_id, reason="changed plans", actor="student")
+                self.engine.services.purchases.cancel(
+                    purchase_id, reason="changed plans", actor="student"
+                )
             except ConflictError:
                 self.counts["cancel_too_late"] += 1  # already past the point of cancelling
             except DatabaseError:
@@ -269,7 +271,7 @@ class Weather:
         elif fault.kind == "end_sessions":
             ended = self.engine.db.transaction(
                 lambda tx: tx.scalar(
-                    "testing_terminate_sessions", application_name=self.fleet.application_name
+                    "chaos_terminate_sessions", application_name=self.fleet.application_name
                 )
             )
             self.counts["sessions_terminated"] += int(ended or 0)
@@ -318,7 +320,7 @@ class Weather:
         done = 0
         for event in chosen:
             try:
-                self.engine.inbox.deliver(event, source="sandbox")
+                self.engine.services.inbox.deliver(event, source="sandbox")
             except (ProviderUnavailable, DatabaseError):
                 continue
             done += 1

@@ -165,7 +165,7 @@ def run_demo(
     plan = Plan.draw(purchases=purchases, seed=seed, run=secrets.token_hex(3))
     engine.upgrade()
     for intensive, seats in plan.intensives.items():
-        engine.catalogue.add(intensive, seats=seats, price="49.00", currency="EUR")
+        engine.services.catalogue.add(intensive, seats=seats, price="49.00", currency="EUR")
     outcome = Outcome()
     start = time.monotonic()
     # The contested intensive sells out before any worker runs: which buyers
@@ -202,7 +202,7 @@ def _start_workers(
         "--db",
         engine.db.url.render_as_string(hide_password=False),
         "--sandbox-db",
-        engine.sandbox_url,
+        engine.services.sandbox_url,
         "--poll-interval",
         "0.2",
         "--lease-seconds",
@@ -255,7 +255,7 @@ def _accept(
         if progress is not None:
             _wait_for_room(engine, plan, outcome, progress)
         try:
-            result = engine.purchases.start(
+            result = engine.services.purchases.start(
                 operation_id=operation,
                 intensive_id=intensive,
                 student_id=student,
@@ -268,7 +268,7 @@ def _accept(
         outcome.accepted[operation] = result.purchase.id
         outcome.waiting += 1
         if index % 97 == 0:  # a client retrying a request it did not hear back from
-            again = engine.purchases.start(
+            again = engine.services.purchases.start(
                 operation_id=operation,
                 intensive_id=intensive,
                 student_id=student,
@@ -335,7 +335,7 @@ def _work_until_settled(
             pending_cancel.discard(purchase_id)
             if row["state"] == "confirmed":
                 try:
-                    engine.purchases.cancel(
+                    engine.services.purchases.cancel(
                         purchase_id, reason="student changed plans", actor="student"
                     )
                     outcome.cancelled_after_paying += 1
@@ -366,7 +366,7 @@ def _queues_idle(engine: Engine, drain_outbox: bool) -> bool:
     figures = collect_stats(engine.db)
     busy = any(q["due"] or q["running"] for q in figures["queues"].values())
     busy = busy or (drain_outbox and figures["outbox"]["unpublished"] > 0)
-    return not busy and engine.sandbox.next_webhook_in() is None
+    return not busy and engine.services.sandbox.next_webhook_in() is None
 
 
 def _jobs_left(engine: Engine) -> list[dict[str, Any]]:
@@ -395,7 +395,7 @@ def _scope(engine: Engine, figures: dict[str, Any]) -> dict[str, Any]:
     purchases = figures["saga_kinds"].get("purchase", {})
     runs = {
         intensive.id.split("-")[1]
-        for intensive in engine.catalogue.list(limit=10_000)
+        for intensive in engine.services.catalogue.list(limit=10_000)
         if intensive.id.startswith("demo-")
     }
     return {
@@ -412,14 +412,14 @@ def _report(
     purchases = [
         purchase
         for intensive in plan.intensives
-        for purchase in engine.purchases.list(intensive_id=intensive, limit=10_000)
+        for purchase in engine.services.purchases.list(intensive_id=intensive, limit=10_000)
     ]
     states = Counter(p.state for p in purchases)
     methods = {op: method for op, _, _, method in plan.purchases}
     by_method: dict[str, Counter[str]] = {}
     for purchase in purchases:
         by_method.setdefault(methods[purchase.operation_id or ""], Counter())[purchase.state] += 1
-    ledger = engine.sandbox.ledger()
+    ledger = engine.services.sandbox.ledger()
     charges = [c for c in ledger["charges"] if c["reference"] in mine]
     refunds = [r for r in ledger["refunds"] if r["reference"] in mine]
     items = [p.reconciliation for p in purchases if p.reconciliation is not None]
@@ -447,7 +447,7 @@ def _report(
             "by_state": dict(sorted(states.items())),
             "by_payment_method": {m: dict(sorted(c.items())) for m, c in sorted(by_method.items())},
         },
-        "seats": [engine.catalogue.get(i).to_json() for i in plan.intensives],
+        "seats": [engine.services.catalogue.get(i).to_json() for i in plan.intensives],
         "money": {
             "charges": dict(Counter(c["status"] for c in charges)),
             "charged_minor": sum(

@@ -11,7 +11,7 @@ nothing; the same id with other content is a recorded conflict) and keeps
 what the event said beside what the provider said; an event that claims
 money the provider does not confirm puts that evidence in front of a human
 (a review item).  :class:`Inbox` is the purchase's door to it
-(``engine.inbox``, ``saga webhook deliver``).
+(``engine.services.inbox``, ``saga webhook deliver``).
 """
 
 from __future__ import annotations
@@ -203,7 +203,7 @@ class PaymentObserver:
     def observe(self, engine: Context, saga_id: str, message: Message) -> Observed[_Seen]:
         """Ask the provider about the payment (or refund) of purchase ``saga_id``."""
         event = event_of(message)
-        inbox: Inbox = engine.inbox
+        inbox: Inbox = engine.services.inbox
         provider = inbox.provider()
         key = payment_key(saga_id)
         refund = event.type.startswith("refund.")

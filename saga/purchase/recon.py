@@ -36,6 +36,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from saga import Change, Database, Registry, SagaRecord, Tx
+    from saga.purchase.services import PurchaseContext
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
 # What an automatic check may settle on its own, by subject and reading.
@@ -77,8 +78,14 @@ def _reason(change: Change, after: SagaRecord) -> str:
     return event
 
 
+def _payment_judge(engine: PurchaseContext) -> PaymentJudge:
+    return PaymentJudge(engine.db, engine.services.provider_getter)
+
+
 PURCHASE_RECON: Final = ReconPolicy(
     check_kind="purchase.reconcile",
+    # An operator's decision is checked against the provider's fresh answer.
+    judge=_payment_judge,
     outcomes={
         "paid": "resolve_paid",
         "not_paid": "resolve_not_paid",

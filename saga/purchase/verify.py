@@ -64,7 +64,7 @@ def provider_view(engine: Context, facts: dict[str, Any]) -> ProviderView:
     """Ask the provider about each payment and refund record by key (and for its ledger)."""
     view = ProviderView()
     try:
-        provider = engine.provider
+        provider = engine.services.provider
         for row in facts["payments"]:
             view.payments[row["key"]] = provider.payment_status(key=row["key"])
         for row in facts["refunds"]:

@@ -109,7 +109,7 @@ class SandboxWebhooks:
 
     def poll(self) -> int:
         """Deliver the webhooks that are due."""
-        sandbox = self.engine.sandbox
+        sandbox = self.engine.services.sandbox
         webhooks = sandbox.take_webhooks(limit=self.batch)
         for webhook in webhooks:
             sent = self._deliver_here(webhook) if self.sender is None else self.sender.send(webhook)
@@ -127,7 +127,7 @@ class SandboxWebhooks:
             log.warning("webhook_rejected", event_id=webhook.event_id, error=exc.message)
             return True  # never deliverable: kept out of the way
         try:
-            self.engine.inbox.deliver(event, source="sandbox")
+            self.engine.services.inbox.deliver(event, source="sandbox")
         except ProviderUnavailable as exc:
             # Like a provider retrying a webhook the receiver answered with 503.
             log.warning("webhook_deferred", event_id=webhook.event_id, error=exc.message)
@@ -136,7 +136,7 @@ class SandboxWebhooks:
 
     def next_due_in(self) -> float | None:
         """Seconds until the next webhook is due."""
-        wait: float | None = self.engine.sandbox.next_webhook_in()
+        wait: float | None = self.engine.services.sandbox.next_webhook_in()
         return wait
 
 
@@ -144,7 +144,7 @@ def http_receivers(engine: Context) -> dict[str, Callable[[Mapping[str, Any]], D
     """``POST /webhooks/sandbox``: the payment provider's signed webhooks, into the inbox."""
 
     def receive(body: Mapping[str, Any]) -> Delivery:
-        delivery: Delivery = engine.inbox.deliver(event_from_body(body), source="sandbox")
+        delivery: Delivery = engine.services.inbox.deliver(event_from_body(body), source="sandbox")
         return delivery
 
     return {"sandbox": receive}

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Final
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
+from saga.core.sqlfiles import SqlComponent
+
 if TYPE_CHECKING:
     from saga.core.db import Database, Tx
 
@@ -29,6 +31,12 @@ if TYPE_CHECKING:
 _SQLITE_TIME: Final = re.compile(r"(.*_at|.*_until|at|deadline|horizon)", re.ASCII)
 _BOOKKEEPING: Final = frozenset({"saga_migrations", "saga_component_migrations"})
 _SQLITE_NAMED: Final = sqlite.dialect(paramstyle="named")
+# Its own queries (sql/testing/): not among the engine's, which production code runs.
+_SQL: Final = SqlComponent.bundled("testing")
+
+
+def _run(tx: Tx, name: str) -> None:
+    tx.execute_sql(_SQL.queries(tx.db.dialect)[name].sql)
 
 
 class SagaClock:
@@ -82,7 +90,7 @@ class SagaClock:
         def move(tx: Tx) -> None:
             # The audit trail refuses updates; this transaction alone may
             # shift its times, and restores the guard before it commits.
-            tx.run("testing_suspend_audit_guard")
+            _run(tx, "suspend_audit_guard")
             for name, columns in time_columns.items():
                 table = sa.table(name, *(sa.column(c) for c in columns))
                 if self.db.dialect == "postgres":
@@ -100,7 +108,7 @@ class SagaClock:
                 }
                 update = sa.update(table).values(moves).compile(dialect=_SQLITE_NAMED)
                 tx.execute_sql(str(update), update.params)
-            tx.run("testing_restore_audit_guard")
+            _run(tx, "restore_audit_guard")
 
         self.db.transaction(move)
         self.skipped += seconds

@@ -58,27 +58,29 @@ def recover(engine):
     for job_id in running_jobs(engine):
         expire_lease(engine, job_id)
     if engine.app.name == "purchase":  # the provider retries what it was not answered
-        with engine.sandbox.db.engine.begin() as conn:
+        with engine.services.sandbox.db.engine.begin() as conn:
             conn.execute(sa.text("UPDATE sandbox_webhooks SET lease_until = NULL"))
     deliver_and_run(engine)
 
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     return engine
 
 
 def start(shop, op, method="pm_ok"):
-    return shop.purchases.start(
+    return shop.services.purchases.start(
         operation_id=op, intensive_id="js", student_id=f"s-{op}", payment_method=method
     ).purchase
 
 
 def settles_much_later(shop):
     """The sandbox's pending charges settle in a thousand years, not in a second."""
-    later = "2999-01-01T00:00:00.000Z" if shop.sandbox.db.dialect == "sqlite" else "2999-01-01"
-    with shop.sandbox.db.engine.begin() as conn:
+    later = (
+        "2999-01-01T00:00:00.000Z" if shop.services.sandbox.db.dialect == "sqlite" else "2999-01-01"
+    )
+    with shop.services.sandbox.db.engine.begin() as conn:
         conn.execute(
             sa.text("UPDATE sandbox_charges SET created_at = :later WHERE status = 'pending'"),
             {"later": later},
@@ -86,7 +88,7 @@ def settles_much_later(shop):
 
 
 def ledger_of(shop, saga_id):
-    ledger = shop.sandbox.ledger()
+    ledger = shop.services.sandbox.ledger()
     return (
         [c["status"] for c in ledger["charges"] if c["reference"] == saga_id],
         [r["status"] for r in ledger["refunds"] if r["reference"] == saga_id],
@@ -116,12 +118,12 @@ def test_killed_after_the_provider_cancelled_the_purchase_ends_cancelled_once(
     purchase = start(shop, "op-1", method="pm_stale_failure_first")
     run_due(shop)
     settles_much_later(shop)
-    assert "payment_pending" == shop.purchases.get(purchase.id).state
-    shop.purchases.cancel(purchase.id, reason="changed plans", actor="student")
+    assert "payment_pending" == shop.services.purchases.get(purchase.id).state
+    shop.services.purchases.cancel(purchase.id, reason="changed plans", actor="student")
     assert EXIT_CODE == crash("cancel_payment.after_call", db_url, str(tmp_path / "m"))
     assert (["cancelled"], []) == ledger_of(shop, purchase.id)  # the provider did it
     recover(shop)
-    assert "cancelled" == shop.purchases.get(purchase.id).state
+    assert "cancelled" == shop.services.purchases.get(purchase.id).state
     assert (["cancelled"], []) == ledger_of(shop, purchase.id)
     assert verify(shop).ok
 
@@ -131,12 +133,12 @@ def test_killed_between_the_refund_intent_and_the_call_refunds_once(shop, db_url
     """Compensation: the refund intent committed, the provider was never asked."""
     purchase = start(shop, "op-1")
     run_due(shop)
-    assert "confirmed" == shop.purchases.get(purchase.id).state
-    shop.purchases.cancel(purchase.id, reason="changed plans", actor="student")
+    assert "confirmed" == shop.services.purchases.get(purchase.id).state
+    shop.services.purchases.cancel(purchase.id, reason="changed plans", actor="student")
     assert EXIT_CODE == crash("refund.before_call", db_url, str(tmp_path / "m"))
     assert (["succeeded"], []) == ledger_of(shop, purchase.id)
     recover(shop)
-    assert "refunded" == shop.purchases.get(purchase.id).state
+    assert "refunded" == shop.services.purchases.get(purchase.id).state
     assert (["succeeded"], ["succeeded"]) == ledger_of(shop, purchase.id)
     assert verify(shop).ok
 
@@ -148,12 +150,14 @@ def test_killed_after_the_inbox_committed_a_webhook_its_redelivery_changes_nothi
     """The sender was never answered: it sends again, and the inbox knows the event."""
     purchase = start(shop, "op-1")
     run_due(shop)  # confirmed by the provider's answer; its webhook follows shortly
-    wait_until(lambda: (due := shop.sandbox.next_webhook_in()) is not None and due <= 0)
+    wait_until(lambda: (due := shop.services.sandbox.next_webhook_in()) is not None and due <= 0)
     assert EXIT_CODE == crash("webhook.after_inbox", db_url, str(tmp_path / "m"))
     assert 1 == len(rows(shop, "SELECT event_id FROM inbox"))
     recover(shop)
-    assert shop.sandbox.next_webhook_in() is None  # delivered again, and answered this time
-    assert "confirmed" == shop.purchases.get(purchase.id).state
+    assert (
+        shop.services.sandbox.next_webhook_in() is None
+    )  # delivered again, and answered this time
+    assert "confirmed" == shop.services.purchases.get(purchase.id).state
     transitions = shop.sagas.history(purchase.id)
     assert ["start", "payment_requested", "payment_succeeded"] == [t.event for t in transitions]
     assert verify(shop).ok

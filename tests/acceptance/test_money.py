@@ -17,13 +17,13 @@ from saga.core.worker import Worker
 from saga.exceptions import ProviderUnavailable
 from saga.purchase.inbox import ProviderEvent
 from saga.purchase.steps import PurchaseSteps
-from tests.helpers import rows, scalar
+from tests.helpers import rows, saga_jobs, scalar
 from tests.purchases import cli_json, settle
 
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=5, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=5, price="49.00", currency="EUR")
     return engine
 
 
@@ -32,20 +32,20 @@ def url_of(engine):
 
 
 def start(engine, op, method="pm_ok", hold=600):
-    return engine.purchases.start(
+    return engine.services.purchases.start(
         operation_id=op, intensive_id="js", student_id=op, payment_method=method, hold_seconds=hold
     ).purchase
 
 
 def request_payments(engine):
     """Run only the payment requests, so that what follows is the test's to decide."""
-    kinds = PurchaseSteps(engine.db, engine.registry, engine.provider_getter).kinds()
+    kinds = PurchaseSteps(engine.db, engine.registry, engine.services.provider_getter).kinds()
     handlers = Handlers([k for k in kinds if k.name == "purchase.request_payment"])
     Worker(engine.db, handlers, listen=False).run(burst=True)
 
 
 def deliver(engine, event_id, kind, payment_id, amount=4900, currency="EUR"):
-    return engine.inbox.deliver(
+    return engine.services.inbox.deliver(
         ProviderEvent(
             event_id=event_id,
             type=kind,
@@ -57,7 +57,7 @@ def deliver(engine, event_id, kind, payment_id, amount=4900, currency="EUR"):
 
 
 def states(engine, saga_id):
-    return [entry.to_state for entry in engine.purchases.get(saga_id).history]
+    return [entry.to_state for entry in engine.services.purchases.get(saga_id).history]
 
 
 def broken(engine):
@@ -66,7 +66,7 @@ def broken(engine):
 
 def provider_settles(engine, payment_id, status="succeeded"):
     """The provider completes a pending charge on its side."""
-    with engine.sandbox.db.engine.begin() as conn:
+    with engine.services.sandbox.db.engine.begin() as conn:
         conn.execute(
             sa.text(
                 "UPDATE sandbox_charges SET status = :status, charged_minor = amount_minor "
@@ -91,9 +91,9 @@ def test_an_event_with_other_money_never_rewrites_a_settled_payment(shop):
     """A later success of 12.00 USD leaves 49.00 EUR recorded, kept as evidence (defect 2)."""
     purchase = start(shop, "op-1")
     settle(url_of(shop))
-    payment_id = shop.purchases.get(purchase.id).payment["payment_id"]
+    payment_id = shop.services.purchases.get(purchase.id).payment["payment_id"]
     delivery = deliver(shop, "evt-forged", "payment.succeeded", payment_id, 1200, "USD")
-    payment = shop.purchases.get(purchase.id).payment
+    payment = shop.services.purchases.get(purchase.id).payment
     assert (4900, "succeeded") == (payment["charged_minor"], payment["status"])
     assert ("absorbed", "confirmed") == (delivery.outcome, delivery.state)
     assert delivery.contradictions
@@ -112,9 +112,9 @@ def test_a_premature_success_for_a_pending_charge_confirms_nothing(shop):
     """payment.succeeded while the provider says pending: evidence, no money (defect 6)."""
     purchase = start(shop, "op-1", "pm_late")
     request_payments(shop)
-    payment_id = shop.purchases.get(purchase.id).payment["payment_id"]
+    payment_id = shop.services.purchases.get(purchase.id).payment["payment_id"]
     delivery = deliver(shop, "evt-early", "payment.succeeded", payment_id)
-    after = shop.purchases.get(purchase.id)
+    after = shop.services.purchases.get(purchase.id)
     assert ("payment_pending", "pending") == (after.state, after.payment["status"])
     assert "absorbed" == delivery.outcome
     assert ["the event says succeeded, the provider says pending"] == list(delivery.contradictions)
@@ -125,9 +125,9 @@ def test_a_success_the_provider_denies_goes_to_a_human(shop):
     """A declined payment, then a forged success: cancelled stays, a review item opens."""
     purchase = start(shop, "op-1", "pm_declined")
     settle(url_of(shop))
-    payment_id = shop.purchases.get(purchase.id).payment["payment_id"]
+    payment_id = shop.services.purchases.get(purchase.id).payment["payment_id"]
     delivery = deliver(shop, "evt-forged", "payment.succeeded", payment_id)
-    assert "cancelled" == shop.purchases.get(purchase.id).state
+    assert "cancelled" == shop.services.purchases.get(purchase.id).state
     assert delivery.review_item is not None
     assert 0 == scalar(shop, "SELECT count(*) FROM payments WHERE status = 'succeeded'")
 
@@ -136,7 +136,7 @@ def test_a_stale_failure_first_does_not_cancel_a_paid_purchase(shop):
     """A failure about an earlier attempt, then the success: confirmed, one charge (defect 5)."""
     purchase = start(shop, "op-1", "pm_late")
     request_payments(shop)
-    payment_id = shop.purchases.get(purchase.id).payment["payment_id"]
+    payment_id = shop.services.purchases.get(purchase.id).payment["payment_id"]
     stale = deliver(shop, "evt-stale", "payment.failed", payment_id, amount=None)
     assert ("absorbed", "payment_pending") == (stale.outcome, stale.state)
     provider_settles(shop, payment_id)
@@ -149,9 +149,9 @@ def test_pm_stale_failure_first_ends_confirmed_with_one_charge_and_no_refund(sho
     """The sandbox method: the stale failure webhook comes first, the purchase is paid."""
     purchase = start(shop, "op-1", "pm_stale_failure_first")
     settle(url_of(shop))
-    after = shop.purchases.get(purchase.id)
+    after = shop.services.purchases.get(purchase.id)
     assert ("confirmed", None) == (after.state, after.refund)
-    ledger = shop.sandbox.ledger()
+    ledger = shop.services.sandbox.ledger()
     assert ["succeeded"] == [c["status"] for c in ledger["charges"]]
     assert [] == ledger["refunds"]
     inbox = rows(shop, "SELECT type, outcome FROM inbox ORDER BY received_at")
@@ -174,7 +174,7 @@ def test_an_operator_cannot_confirm_money_that_was_never_taken(shop, timed_out):
     purchase, item = timed_out
     with pytest.raises(ContradictedDecision, match="external-ref"):
         shop.recon.resolve(item.id, outcome="paid", operator="ann", reason="customer says paid")
-    after = shop.purchases.get(purchase.id)
+    after = shop.services.purchases.get(purchase.id)
     assert ("needs_reconciliation", "held") == (after.state, after.seat)
     _, events = shop.recon.show(item.id)
     assert "refused" == events[-1]["action"]
@@ -212,7 +212,7 @@ def test_money_received_outside_the_provider_confirms_with_its_trace(shop, timed
         reason="bank transfer seen on the statement",
         external_ref="BANK-2026-001",
     )
-    assert "confirmed" == shop.purchases.get(purchase.id).state
+    assert "confirmed" == shop.services.purchases.get(purchase.id).state
     moved = rows(
         shop, "SELECT direction, reference, amount_minor, operator FROM external_movements"
     )
@@ -243,7 +243,7 @@ def test_refunded_by_hand_keeps_verify_green_for_good(shop, db_url):
     """A declined refund paid back by transfer: refunded, and verify stays green (defect 4)."""
     purchase = start(shop, "op-1", "pm_refund_fails")
     settle(db_url)
-    shop.purchases.cancel(purchase.id, reason="student asked")
+    shop.services.purchases.cancel(purchase.id, reason="student asked")
     settle(db_url)
     item = shop.recon.find()[0]
     shop.recon.resolve(
@@ -254,7 +254,7 @@ def test_refunded_by_hand_keeps_verify_green_for_good(shop, db_url):
         external_ref="BANK-OUT-7",
     )
     settle(db_url)
-    assert "refunded" == shop.purchases.get(purchase.id).state
+    assert "refunded" == shop.services.purchases.get(purchase.id).state
     assert set() == broken(shop)
 
 
@@ -265,10 +265,10 @@ def test_no_answer_from_the_provider_refuses_the_decision(shop, timed_out, monke
     def down(**_):
         raise ConnectionError("provider unreachable")
 
-    monkeypatch.setattr(shop.sandbox, "payment_status", down)
+    monkeypatch.setattr(shop.services.sandbox, "payment_status", down)
     with pytest.raises(ProviderUnavailable):
         shop.recon.resolve(item.id, outcome="not_paid", operator="ann", reason="r")
-    assert "needs_reconciliation" == shop.purchases.get(item.saga_id).state
+    assert "needs_reconciliation" == shop.services.purchases.get(item.saga_id).state
     assert "refused" == shop.recon.show(item.id)[1][-1]["action"]
 
 
@@ -276,12 +276,12 @@ def test_an_event_is_not_recorded_while_the_provider_cannot_be_asked(shop, monke
     """No answer from the provider: the delivery fails, nothing recorded, the sender retries."""
     purchase = start(shop, "op-1", "pm_late")
     request_payments(shop)
-    payment_id = shop.purchases.get(purchase.id).payment["payment_id"]
+    payment_id = shop.services.purchases.get(purchase.id).payment["payment_id"]
 
     def down(**_):
         raise ConnectionError("provider unreachable")
 
-    monkeypatch.setattr(shop.sandbox, "payment_status", down)
+    monkeypatch.setattr(shop.services.sandbox, "payment_status", down)
     with pytest.raises(ProviderUnavailable):
         deliver(shop, "evt-1", "payment.succeeded", payment_id)
     assert 0 == scalar(shop, "SELECT count(*) FROM inbox")
@@ -294,17 +294,17 @@ def test_a_refused_transition_completes_its_job_instead_of_dead_lettering(shop):
 
     purchase = start(shop, "op-1")
     request_payments(shop)
-    shop.purchases.cancel(purchase.id, reason="changed plans")  # refund_pending, not refunded yet
+    shop.services.purchases.cancel(
+        purchase.id, reason="changed plans"
+    )  # refund_pending, not refunded yet
     shop.db.transaction(lambda tx: queue_step(tx, purchase.id, "check_payment", delay=0))
-    kinds = PurchaseSteps(shop.db, shop.registry, shop.provider_getter).kinds()
+    kinds = PurchaseSteps(shop.db, shop.registry, shop.services.provider_getter).kinds()
     check = Handlers([k for k in kinds if k.name == "purchase.check_payment"])
     Worker(shop.db, check, listen=False).run(
         burst=True
     )  # "paid" is not an event refund_pending takes
     (job_id,) = [
-        j["id"]
-        for j in shop.db.transaction(lambda tx: tx.all("list_saga_jobs", saga_id=purchase.id))
-        if j["kind"] == "purchase.check_payment"
+        j["id"] for j in saga_jobs(shop, purchase.id) if j["kind"] == "purchase.check_payment"
     ]
     assert "done" == Queue(shop.db).get(job_id).state
-    assert "refund_pending" == shop.purchases.get(purchase.id).state
+    assert "refund_pending" == shop.services.purchases.get(purchase.id).state

@@ -25,12 +25,12 @@ from tests.purchases import cli_json, settle
 @pytest.fixture
 def refunded_by_hand(engine, db_url):
     """A declined refund paid back by transfer BANK-OUT-7: refunded, recorded outside."""
-    engine.catalogue.add("js", seats=5, price="49.00", currency="EUR")
-    purchase = engine.purchases.start(
+    engine.services.catalogue.add("js", seats=5, price="49.00", currency="EUR")
+    purchase = engine.services.purchases.start(
         operation_id="op-1", intensive_id="js", student_id="s-1", payment_method="pm_refund_fails"
     ).purchase
     settle(db_url)
-    engine.purchases.cancel(purchase.id, reason="student asked")
+    engine.services.purchases.cancel(purchase.id, reason="student asked")
     settle(db_url)
     (item,) = engine.recon.find()
     engine.recon.resolve(
@@ -41,7 +41,7 @@ def refunded_by_hand(engine, db_url):
         external_ref="BANK-OUT-7",
     )
     settle(db_url)
-    assert "refunded" == engine.purchases.get(purchase.id).state
+    assert "refunded" == engine.services.purchases.get(purchase.id).state
     return purchase, item
 
 
@@ -106,8 +106,8 @@ def test_the_console_shows_the_transfer_on_the_item_and_the_saga(refunded_by_han
 @pytest.mark.slow
 def test_money_through_the_provider_only_says_so(engine, db_url, capsys):
     """No transfer: the totals, and 'none' outside the provider."""
-    engine.catalogue.add("js", seats=5, price="49.00", currency="EUR")
-    purchase = engine.purchases.start(
+    engine.services.catalogue.add("js", seats=5, price="49.00", currency="EUR")
+    purchase = engine.services.purchases.start(
         operation_id="op-2", intensive_id="js", student_id="s-2", payment_method="pm_ok"
     ).purchase
     settle(db_url)

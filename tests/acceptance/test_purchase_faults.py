@@ -25,7 +25,7 @@ from tests.purchases import settle
 
 
 def start(engine, op, student, method="pm_ok", hold=60, intensive="js"):
-    return engine.purchases.start(
+    return engine.services.purchases.start(
         operation_id=op,
         intensive_id=intensive,
         student_id=student,
@@ -35,16 +35,16 @@ def start(engine, op, student, method="pm_ok", hold=60, intensive="js"):
 
 
 def charges(engine, saga_id):
-    return [c for c in engine.sandbox.ledger()["charges"] if c["reference"] == saga_id]
+    return [c for c in engine.services.sandbox.ledger()["charges"] if c["reference"] == saga_id]
 
 
 def refunds(engine, saga_id):
-    return [r for r in engine.sandbox.ledger()["refunds"] if r["reference"] == saga_id]
+    return [r for r in engine.services.sandbox.ledger()["refunds"] if r["reference"] == saga_id]
 
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     return engine
 
 
@@ -66,13 +66,13 @@ def test_crash_after_the_charge_recovers_with_the_same_key(shop, db_url, tmp_pat
     worker.join(timeout=60)
     assert EXIT_CODE == worker.exitcode
     # The intent moved it to payment_pending before the call; the answer is lost.
-    assert "payment_pending" == shop.purchases.get(purchase.id).state
+    assert "payment_pending" == shop.services.purchases.get(purchase.id).state
     assert 1 == len(charges(shop, purchase.id))  # but the provider charged
     # The provider's webhook is lost too: only the retry can find out.
     sandbox_execute(shop, "DELETE FROM sandbox_webhooks")
     expire_lease(shop, f"step:{purchase.id}:1:request_payment")  # the dead worker's lease
     Worker(shop.db, builtin_handlers(shop), listen=False).run(burst=True)
-    after = shop.purchases.get(purchase.id)
+    after = shop.services.purchases.get(purchase.id)
     assert "confirmed" == after.state
     ledger = charges(shop, purchase.id)
     assert [("succeeded", f"pay:{purchase.id}")] == [(c["status"], c["key"]) for c in ledger]
@@ -84,7 +84,7 @@ def test_crash_after_the_charge_recovers_with_the_same_key(shop, db_url, tmp_pat
 def sandbox_execute(engine, sql, **params):
     import sqlalchemy as sa
 
-    with engine.sandbox.db.engine.begin() as conn:
+    with engine.services.sandbox.db.engine.begin() as conn:
         conn.execute(sa.text(sql), params)
 
 
@@ -101,7 +101,7 @@ def provider_settles(engine, payment_id, status="succeeded"):
 
 
 def _deliver(engine, event_id, kind, payment_id, amount=4900):
-    return engine.inbox.deliver(
+    return engine.services.inbox.deliver(
         ProviderEvent(
             event_id=event_id, type=kind, payment_id=payment_id, amount_minor=amount, currency="EUR"
         )
@@ -113,7 +113,7 @@ def pending(shop):
     """A purchase whose payment is pending at the provider (pm_late), and its payment id."""
     purchase = start(shop, "op-1", "s1", method="pm_late")
     settle(shop.db.url.render_as_string(hide_password=False))
-    payment = shop.purchases.get(purchase.id).payment
+    payment = shop.services.purchases.get(purchase.id).payment
     assert "pending" == payment["status"]
     return purchase, payment["payment_id"]
 
@@ -139,7 +139,7 @@ def test_same_event_id_with_other_content_is_a_recorded_conflict(shop, pending):
     _deliver(shop, "evt-1", "payment.failed", payment_id, amount=None)
     conflict = _deliver(shop, "evt-1", "payment.succeeded", payment_id)
     assert conflict.conflict
-    assert "cancelled" == shop.purchases.get(purchase.id).state
+    assert "cancelled" == shop.services.purchases.get(purchase.id).state
     assert 1 == scalar(shop, "SELECT count(*) FROM inbox_conflicts WHERE event_id = 'evt-1'")
 
 
@@ -151,8 +151,8 @@ def test_reordered_webhook_never_regresses(shop, pending):
     _deliver(shop, "evt-new", "payment.succeeded", payment_id)
     late = _deliver(shop, "evt-old", "payment.failed", payment_id, amount=None)
     assert ("absorbed", "confirmed") == (late.outcome, late.state)
-    assert "confirmed" == shop.purchases.get(purchase.id).state
-    assert "succeeded" == shop.purchases.get(purchase.id).payment["status"]
+    assert "confirmed" == shop.services.purchases.get(purchase.id).state
+    assert "succeeded" == shop.services.purchases.get(purchase.id).payment["status"]
 
 
 def test_event_for_an_unknown_payment_is_kept_unmatched(shop):
@@ -168,7 +168,7 @@ def fire_race(url, purchase_id, payment_id, role, *, prepare=False, prepared=Non
         if prepare:
             return None
         if role == "webhook":
-            delivery = engine.inbox.deliver(
+            delivery = engine.services.inbox.deliver(
                 ProviderEvent(
                     event_id=f"evt-{purchase_id}",
                     type="payment.succeeded",
@@ -185,7 +185,7 @@ def fire_race(url, purchase_id, payment_id, role, *, prepare=False, prepared=Non
 @pytest.mark.slow
 def test_expiry_racing_the_payment_keeps_seats_and_money_right(shop, db_url):
     """Hold expiry and the success webhook at once: either confirmed, or expired and refunded."""
-    shop.catalogue.add("race", seats=10, price="49.00", currency="EUR")
+    shop.services.catalogue.add("race", seats=10, price="49.00", currency="EUR")
     purchases = [
         start(shop, f"op-{n}", f"s{n}", method="pm_late", hold=60, intensive="race")
         for n in range(4)
@@ -193,7 +193,7 @@ def test_expiry_racing_the_payment_keeps_seats_and_money_right(shop, db_url):
     settle(db_url)
     calls = []
     for purchase in purchases:
-        payment_id = shop.purchases.get(purchase.id).payment["payment_id"]
+        payment_id = shop.services.purchases.get(purchase.id).payment["payment_id"]
         make_due(shop, f"timer:{purchase.id}:2")
         calls += [
             (db_url, purchase.id, payment_id, "webhook"),
@@ -201,31 +201,31 @@ def test_expiry_racing_the_payment_keeps_seats_and_money_right(shop, db_url):
         ]
     race(fire_race, calls)
     settle(db_url)
-    finals = {shop.purchases.get(p.id).state for p in purchases}
+    finals = {shop.services.purchases.get(p.id).state for p in purchases}
     assert finals <= {"confirmed", "refunded"}
     for purchase in purchases:
-        state = shop.purchases.get(purchase.id).state
+        state = shop.services.purchases.get(purchase.id).state
         assert len(refunds(shop, purchase.id)) == (1 if state == "refunded" else 0)
-    intensive = shop.catalogue.get("race")
-    confirmed = sum(1 for p in purchases if shop.purchases.get(p.id).state == "confirmed")
+    intensive = shop.services.catalogue.get("race")
+    confirmed = sum(1 for p in purchases if shop.services.purchases.get(p.id).state == "confirmed")
     assert (0, confirmed) == (intensive.held, intensive.taken)
 
 
 @pytest.mark.slow
 def test_late_payment_after_the_seat_was_sold_again(shop, db_url):
     """Expired, seat sold to someone else, then the money arrives: one refund, seats intact."""
-    shop.catalogue.add("solo", seats=1, price="49.00", currency="EUR")
+    shop.services.catalogue.add("solo", seats=1, price="49.00", currency="EUR")
     late = start(shop, "op-late", "ann", method="pm_late", hold=600, intensive="solo")
     settle(db_url)  # the request: the payment is pending at the provider
     make_due(shop, f"timer:{late.id}:2")  # the hold runs out, by the database clock
     settle(db_url)  # the provider is told to cancel; the transfer completes anyway
-    assert "expired" in [h.to_state for h in shop.purchases.get(late.id).history]
+    assert "expired" in [h.to_state for h in shop.services.purchases.get(late.id).history]
     other = start(shop, "op-bob", "bob", intensive="solo")
     settle(db_url)
-    assert "confirmed" == shop.purchases.get(other.id).state
-    assert "refunded" == shop.purchases.get(late.id).state
+    assert "confirmed" == shop.services.purchases.get(other.id).state
+    assert "refunded" == shop.services.purchases.get(late.id).state
     assert ["succeeded"] == [r["status"] for r in refunds(shop, late.id)]
-    intensive = shop.catalogue.get("solo")
+    intensive = shop.services.catalogue.get("solo")
     assert (1, 0, 1, 0) == (intensive.capacity, intensive.held, intensive.taken, intensive.free)
 
 
@@ -260,10 +260,10 @@ def test_access_comes_with_the_confirmation(shop, db_url):
     from saga.purchase.steps import PurchaseSteps
 
     purchase = start(shop, "op-1", "s1")
-    steps = PurchaseSteps(shop.db, shop.registry, shop.provider_getter)
+    steps = PurchaseSteps(shop.db, shop.registry, shop.services.provider_getter)
     kinds = {k.name: k for k in steps.kinds()}
     Worker(shop.db, Handlers([kinds["purchase.request_payment"]]), listen=False).run(burst=True)
-    assert "confirmed" == shop.purchases.get(purchase.id).state
+    assert "confirmed" == shop.services.purchases.get(purchase.id).state
     assert [("s1", None)] == [
         (row["student_id"], row["revoked_at"])
         for row in rows(shop, "SELECT student_id, revoked_at FROM access_grants")
@@ -277,7 +277,7 @@ def test_an_old_grant_job_gives_no_access_to_a_purchase_that_is_not_confirmed(sh
     from saga.purchase.steps import PurchaseSteps
 
     purchase = start(shop, "op-1", "s1")
-    shop.purchases.cancel(purchase.id, reason="changed plans")
+    shop.services.purchases.cancel(purchase.id, reason="changed plans")
     Queue(shop.db).enqueue(
         NewJob(
             id=f"step:{purchase.id}:1:grant_access",
@@ -287,7 +287,7 @@ def test_an_old_grant_job_gives_no_access_to_a_purchase_that_is_not_confirmed(sh
             saga_id=purchase.id,
         )
     )
-    steps = PurchaseSteps(shop.db, shop.registry, shop.provider_getter)
+    steps = PurchaseSteps(shop.db, shop.registry, shop.services.provider_getter)
     kinds = {k.name: k for k in steps.kinds()}
     Worker(shop.db, Handlers([kinds["purchase.grant_access"]]), listen=False).run(burst=True)
     assert "done" == Queue(shop.db).get(f"step:{purchase.id}:1:grant_access").state
@@ -300,14 +300,14 @@ def test_money_that_arrives_without_a_webhook_after_expiry_is_refunded(shop, db_
     from saga.purchase.steps import PurchaseSteps
 
     purchase = start(shop, "op-1", "s1", method="pm_late")
-    steps = PurchaseSteps(shop.db, shop.registry, shop.provider_getter)
+    steps = PurchaseSteps(shop.db, shop.registry, shop.services.provider_getter)
     kinds = {k.name: k for k in steps.kinds()}
     Worker(shop.db, Handlers([kinds["purchase.request_payment"]]), listen=False).run(burst=True)
-    assert "payment_pending" == shop.purchases.get(purchase.id).state
+    assert "payment_pending" == shop.services.purchases.get(purchase.id).state
     make_due(shop, f"timer:{purchase.id}:2")  # the hold runs out
     Worker(shop.db, Handlers([timer_kind(shop)]), listen=False).run(burst=True)
-    assert "expired" == shop.purchases.get(purchase.id).state
+    assert "expired" == shop.services.purchases.get(purchase.id).state
     sandbox_execute(shop, "DELETE FROM sandbox_webhooks")  # the provider never tells us
     settle(db_url)
-    assert "refunded" == shop.purchases.get(purchase.id).state
+    assert "refunded" == shop.services.purchases.get(purchase.id).state
     assert 1 == len(refunds(shop, purchase.id))

@@ -17,7 +17,7 @@ from tests.purchases import cli_json
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     return engine
 
 
@@ -26,7 +26,7 @@ def unknown(shop):
     """A purchase whose payment call timed out after charging: an open checker item."""
     purchase = start(shop, "op-1", "pm_timeout_after_charge")
     run_steps_once(shop)
-    return shop.purchases.get(purchase.id)
+    return shop.services.purchases.get(purchase.id)
 
 
 def test_an_item_settled_on_the_first_look_reads_one_attempt(shop, unknown, db_url, capsys):
@@ -43,16 +43,16 @@ def test_an_item_settled_on_the_first_look_reads_one_attempt(shop, unknown, db_u
 def test_an_item_settled_on_the_second_look_reads_two(shop, unknown, monkeypatch):
     """A first look the provider does not answer (counted, settles nothing), then one that does."""
     item, job = checker_job(shop, unknown)
-    answers = shop.sandbox.payment_status
+    answers = shop.services.sandbox.payment_status
 
     def down(**_):
         raise ConnectionError("provider unreachable")
 
-    monkeypatch.setattr(shop.sandbox, "payment_status", down)
+    monkeypatch.setattr(shop.services.sandbox, "payment_status", down)
     Queue(shop.db).complete_with(job, checker_of(shop).reconcile(job).apply)
     looked = shop.recon.show(item.id)[0]
     assert ("open", 1) == (looked.status, looked.attempts)
-    monkeypatch.setattr(shop.sandbox, "payment_status", answers)
+    monkeypatch.setattr(shop.services.sandbox, "payment_status", answers)
     make_due(shop, f"recon:{item.id}:1")
     (job,) = Queue(shop.db).claim(["purchase.reconcile"], batch=1)
     Queue(shop.db).complete_with(job, checker_of(shop).reconcile(job).apply)

@@ -10,22 +10,22 @@ from saga.core.recon import deadline_kind
 from saga.core.verify import verify
 from saga.core.worker import Worker
 from saga.purchase.steps import PurchaseSteps
-from tests.helpers import execute, make_due
+from tests.helpers import execute, make_due, saga_jobs
 from tests.purchases import cli_json
 
 
 @pytest.fixture
 def item(engine):
     """A checker-owned item for a payment call that timed out."""
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
-    engine.purchases.start(
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.purchases.start(
         operation_id="op-1",
         intensive_id="js",
         student_id="s1",
         payment_method="pm_timeout_before_charge",
         hold_seconds=600,
     )
-    kinds = PurchaseSteps(engine.db, engine.registry, engine.provider_getter).kinds()
+    kinds = PurchaseSteps(engine.db, engine.registry, engine.services.provider_getter).kinds()
     handlers = Handlers([k for k in kinds if k.name == "purchase.request_payment"])
     Worker(engine.db, handlers, listen=False).run(burst=True)
     (opened,) = engine.recon.find()
@@ -69,13 +69,11 @@ def test_overdue_items_show_in_recon_list_and_stats(engine, item, db_url, capsys
 def test_an_item_resolved_in_time_forgets_its_deadline(engine, item):
     """Resolved before the deadline: the escalation job is gone, nothing will fire."""
     engine.recon.resolve(item.id, outcome="not_paid", operator="ann", reason="nothing was taken")
-    assert "cancelled" == engine.purchases.get(item.saga_id).state
+    assert "cancelled" == engine.services.purchases.get(item.saga_id).state
     assert 0 == len(
         [
             j
-            for j in engine.db.transaction(
-                lambda tx: tx.all("list_saga_jobs", saga_id=item.saga_id)
-            )
+            for j in saga_jobs(engine, item.saga_id)
             if j["id"] == f"recon-deadline:{item.id}" and j["state"] == "pending"
         ]
     )

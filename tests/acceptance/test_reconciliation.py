@@ -14,21 +14,23 @@ from tests.purchases import cli_json, settle
 
 
 def steps_of(engine):
-    return PurchaseSteps(engine.db, engine.registry, engine.provider_getter)
+    return PurchaseSteps(engine.db, engine.registry, engine.services.provider_getter)
 
 
 def checker_of(engine):
-    return payment_checker(engine.db, engine.registry, engine.provider_getter, PURCHASE_RECON)
+    return payment_checker(
+        engine.db, engine.registry, engine.services.provider_getter, PURCHASE_RECON
+    )
 
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     return engine
 
 
 def start(engine, op, method):
-    return engine.purchases.start(
+    return engine.services.purchases.start(
         operation_id=op, intensive_id="js", student_id=op, payment_method=method, hold_seconds=60
     ).purchase
 
@@ -47,7 +49,7 @@ def unknown(shop):
     """A purchase whose payment call timed out after charging: an open checker item."""
     purchase = start(shop, "op-1", "pm_timeout_after_charge")
     run_steps_once(shop)
-    after = shop.purchases.get(purchase.id)
+    after = shop.services.purchases.get(purchase.id)
     assert "needs_reconciliation" == after.state
     return after
 
@@ -86,7 +88,7 @@ def test_operator_first_then_the_checker_loses_on_the_record(shop, unknown):
     shop.recon.resolve(item.id, outcome="paid", operator="ann", reason="bank statement shows it")
     owned, result = Queue(shop.db).complete_with(job, pending_check.apply)  # ...and lands late
     assert (True, {"discarded": True}) == (owned, result)
-    assert "confirmed" == shop.purchases.get(unknown.id).state
+    assert "confirmed" == shop.services.purchases.get(unknown.id).state
     assert [
         ("worker", "opened"),
         ("operator:ann", "resolved"),
@@ -106,7 +108,7 @@ def test_checker_first_then_the_operator_is_refused_on_the_record(shop, unknown)
             reason="no money seen",
             expected_version=item.version,
         )
-    assert "confirmed" == shop.purchases.get(unknown.id).state
+    assert "confirmed" == shop.services.purchases.get(unknown.id).state
     assert [
         ("worker", "opened"),
         ("checker", "resolved"),
@@ -249,8 +251,8 @@ def test_not_paid_is_refused_when_the_provider_already_reported_the_charge(shop,
     """A success webhook recorded before any check is evidence enough: "not paid" is refused."""
     from saga.purchase.inbox import ProviderEvent
 
-    charge = shop.sandbox.payment_status(key=f"pay:{unknown.id}")
-    shop.inbox.deliver(
+    charge = shop.services.sandbox.payment_status(key=f"pay:{unknown.id}")
+    shop.services.inbox.deliver(
         ProviderEvent(
             event_id="evt-1",
             type="payment.succeeded",
@@ -263,7 +265,7 @@ def test_not_paid_is_refused_when_the_provider_already_reported_the_charge(shop,
     item = shop.recon.find()[0]
     with pytest.raises(ContradictedDecision, match="money was taken"):
         shop.recon.resolve(item.id, outcome="not_paid", operator="ann", reason="no money seen")
-    assert "needs_reconciliation" == shop.purchases.get(unknown.id).state
+    assert "needs_reconciliation" == shop.services.purchases.get(unknown.id).state
 
 
 @pytest.mark.slow
@@ -271,7 +273,7 @@ def test_declined_refund_can_be_settled_as_refunded_by_hand(shop, db_url):
     """A refund the provider declines for good is settled by an operator who paid it back."""
     purchase = start(shop, "op-1", "pm_refund_fails")
     settle(db_url)
-    shop.purchases.cancel(purchase.id, reason="student asked")
+    shop.services.purchases.cancel(purchase.id, reason="student asked")
     settle(db_url)
     item = shop.recon.find()[0]
     assert "refund_declined" == item.reason
@@ -286,7 +288,7 @@ def test_declined_refund_can_be_settled_as_refunded_by_hand(shop, db_url):
         reason="paid back by bank transfer, ticket 881",
         external_ref="BANK-881",
     )
-    assert "refunded" == shop.purchases.get(purchase.id).state
+    assert "refunded" == shop.services.purchases.get(purchase.id).state
 
 
 def test_dlq_replay_of_an_unknown_job_exits_4(shop, db_url, capsys):

@@ -58,16 +58,16 @@ def world(postgres_url):
     with Engine(postgres_url, check_schema=False) as setup:
         setup.upgrade()
     with Engine(postgres_url) as engine:
-        engine.catalogue.add("js", seats=5, price="49.00", currency="EUR")
+        engine.services.catalogue.add("js", seats=5, price="49.00", currency="EUR")
         for n, method in enumerate(("pm_timeout_after_charge", "pm_ok", "pm_declined")):
-            engine.purchases.start(
+            engine.services.purchases.start(
                 operation_id=f"op-{n}",
                 intensive_id="js",
                 student_id=f"s-{n}",
                 payment_method=method,
                 hold_seconds=600,
             )
-        kinds = PurchaseSteps(engine.db, engine.registry, engine.provider_getter).kinds()
+        kinds = PurchaseSteps(engine.db, engine.registry, engine.services.provider_getter).kinds()
         request = [k for k in kinds if k.name == "purchase.request_payment"]
         Worker(engine.db, Handlers(request), listen=False).run(burst=True)
         queue = Queue(engine.db)
@@ -177,7 +177,7 @@ def test_an_operator_resolves_an_item_from_the_queue_and_the_saga_moves(world, c
     says(chrome, ".flash", "resolved as paid")
     says(chrome, ".flash", "is now confirmed")
     (item,) = world.recon.find(status="resolved")
-    assert "confirmed" == world.purchases.get(item.saga_id).state
+    assert "confirmed" == world.services.purchases.get(item.saga_id).state
     assert "operator:ann" == item.resolved_by
     find(chrome, "a[href^='/sagas/']").click()
     arrives(chrome, "/sagas/")
@@ -255,8 +255,8 @@ def test_a_sagas_events_in_and_out_do_not_overlap_at_1280_px(world, console, chr
     """Side by side at 1280 px with long ids and times: the two tables' boxes never intersect."""
     from saga.purchase.inbox import ProviderEvent
 
-    purchase = next(p for p in world.purchases.list() if p.payment_method == "pm_ok")
-    world.inbox.deliver(
+    purchase = next(p for p in world.services.purchases.list() if p.payment_method == "pm_ok")
+    world.services.inbox.deliver(
         ProviderEvent(
             event_id="evt_" + "a-very-long-provider-event-identifier-" * 2,
             type="payment.succeeded",

@@ -80,8 +80,8 @@ class PurchaseWorld(RuleBasedStateMachine):
         with Engine(url, check_schema=False) as setup:
             setup.upgrade()
         self.engine = Engine(url)
-        self.engine.catalogue.add("small", seats=2, price="10.00", currency="EUR")
-        self.engine.catalogue.add("large", seats=4, price="10.00", currency="EUR")
+        self.engine.services.catalogue.add("small", seats=2, price="10.00", currency="EUR")
+        self.engine.services.catalogue.add("large", seats=4, price="10.00", currency="EUR")
 
     def teardown(self) -> None:
         if self.engine is not None:
@@ -117,19 +117,19 @@ class PurchaseWorld(RuleBasedStateMachine):
             "hold_seconds": 60,
         }
         try:
-            first = self.engine.purchases.start(**request).purchase.id
+            first = self.engine.services.purchases.start(**request).purchase.id
         except ConflictError:
             return
         self.purchases.append(first)
         if resend:  # the client did not hear back: the same purchase comes back
-            assert first == self.engine.purchases.start(**request).purchase.id
+            assert first == self.engine.services.purchases.start(**request).purchase.id
 
     @precondition(lambda self: self.purchases)
     @rule(data=st.data())
     def cancel(self, data: st.DataObject) -> None:
         saga_id = data.draw(st.sampled_from(self.purchases), label="purchase")
         with contextlib.suppress(ConflictError):
-            self.engine.purchases.cancel(saga_id, reason="changed plans", actor="student")
+            self.engine.services.purchases.cancel(saga_id, reason="changed plans", actor="student")
 
     # -- workers, webhooks, time ------------------------------------------------------
 
@@ -145,17 +145,17 @@ class PurchaseWorld(RuleBasedStateMachine):
     @rule(reverse=st.booleans())
     def provider_sends_webhooks(self, reverse: bool) -> None:
         """Every webhook the sandbox has queued arrives now, in order or reversed."""
-        with self.engine.sandbox.db.engine.begin() as conn:
+        with self.engine.services.sandbox.db.engine.begin() as conn:
             conn.execute(
                 sa.text(
                     "UPDATE sandbox_webhooks SET deliver_at = :past WHERE delivered_at IS NULL"
                 ),
                 {"past": "2000-01-01T00:00:00.000Z"},
             )
-        webhooks = self.engine.sandbox.take_webhooks(limit=50)
+        webhooks = self.engine.services.sandbox.take_webhooks(limit=50)
         for webhook in reversed(webhooks) if reverse else webhooks:
             self._deliver(webhook.event_id, webhook.body | {"type": webhook.type})
-            self.engine.sandbox.delivered(webhook)
+            self.engine.services.sandbox.delivered(webhook)
 
     @rule(data=st.data())
     def provider_sends_an_old_webhook_again(self, data: st.DataObject) -> None:
@@ -215,7 +215,7 @@ class PurchaseWorld(RuleBasedStateMachine):
             )
         except InvalidInput:
             return
-        self.engine.inbox.deliver(event, source="sandbox")
+        self.engine.services.inbox.deliver(event, source="sandbox")
 
     def _work(self, crash_at: str | None = None) -> None:
         worker = Worker(
@@ -253,7 +253,7 @@ class PurchaseWorld(RuleBasedStateMachine):
             if (
                 not self.engine.recon.find(status="open", limit=1)
                 and not self._due()
-                and self.engine.sandbox.next_webhook_in() is None
+                and self.engine.services.sandbox.next_webhook_in() is None
             ):
                 return
 

@@ -164,5 +164,5 @@ def test_an_application_configured_keeps_its_commands_and_ignores_others_values(
     app = commands_app.app()
     configured = app.configured({"label": "abacus", "sandbox_db": "sqlite:///x.db"})
     assert configured.commands is app.commands
-    assert "abacus" == configured.services(None)["label"]
-    assert configured.configured({"label": None}).services(None)["label"] == "tally"
+    assert "abacus" == configured.services(None).label
+    assert configured.configured({"label": None}).services(None).label == "tally"

@@ -37,10 +37,8 @@ def fine():
 def two(first, second):
     return None
 
-def not_jobs(engine):
-    return 42
-
 def jobs(engine):
+    # The form from before applications: job kinds added to the purchase, no more.
     return [JobKind("mine.noop", lambda job: None, queue="mine")]
 
 class Shop:
@@ -134,17 +132,17 @@ def test_what_is_not_an_application_is_named(user_module, name, found):
     assert found in refused.value.problem
 
 
-def test_a_job_factory_returning_something_else_is_refused(user_module, sqlite_url):
-    app = load_app(f"{user_module}:not_jobs")
-    with pytest.raises(InvalidInput, match="returned a value of type int"):
-        Engine(sqlite_url, app=app)
-
-
-def test_the_factory_forms_still_load(user_module, sqlite_url):
+def test_the_factory_form_loads(user_module):
     assert "fine" == load_app(f"{user_module}:fine").name
-    with_jobs = load_app(f"{user_module}:jobs")
-    with Engine(sqlite_url, app=with_jobs) as engine:
-        assert "mine.noop" in {kind.name for kind in with_jobs.jobs(engine)}
+
+
+def test_a_job_factory_is_no_application_any_more(user_module, upgraded, capsys):
+    """The shim of before applications (job kinds added to the purchase) is gone: refused."""
+    with pytest.raises(InvalidInput, match="takes 1 arguments: a function returning an"):
+        load_app(f"{user_module}:jobs")
+    code, err = _refused(upgraded, capsys, f"{user_module}:jobs")
+    assert 2 == code
+    assert "Application takes none" in err
 
 
 def test_the_load_error_survives_pickling():

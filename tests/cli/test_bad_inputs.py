@@ -326,7 +326,7 @@ def test_a_nul_character_is_a_validation_error_not_a_driver_error(shop, field):
     with Engine(shop["url"]) as engine:
         before = dump(engine)
         with pytest.raises(InvalidInput) as info:
-            engine.purchases.start(**values)
+            engine.services.purchases.start(**values)
         assert field in info.value.field
         assert before == dump(engine)
 

@@ -55,8 +55,10 @@ def small_db(tmp_path):
     """An embedded database with one purchase in it, and that purchase's id."""
     url = f"sqlite:///{tmp_path / 'saga.db'}"
     with engine_on(url) as engine:
-        engine.catalogue.add("js", seats=5, price="49.00", currency="EUR")
-        started = engine.purchases.start(operation_id="op-1", intensive_id="js", student_id="s")
+        engine.services.catalogue.add("js", seats=5, price="49.00", currency="EUR")
+        started = engine.services.purchases.start(
+            operation_id="op-1", intensive_id="js", student_id="s"
+        )
     return url, started.purchase.id
 
 

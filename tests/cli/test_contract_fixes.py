@@ -44,7 +44,7 @@ def run(capsys, *argv):
 
 @pytest.fixture
 def shop(engine, db_url):
-    engine.catalogue.add("js", seats=5, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=5, price="49.00", currency="EUR")
     return engine
 
 
@@ -102,11 +102,11 @@ def test_purchase_of_an_unknown_intensive_exits_4(shop, db_url, capsys):
 @pytest.mark.slow
 def test_a_duplicate_webhook_says_where_the_purchase_is(shop, db_url, capsys):
     """--json of a duplicate has the purchase's state; the text has no "(None)"."""
-    purchase = shop.purchases.start(
+    purchase = shop.services.purchases.start(
         operation_id="op-1", intensive_id="js", student_id="s1", hold_seconds=600
     ).purchase
     settle(db_url)
-    payment_id = shop.purchases.get(purchase.id).payment["payment_id"]
+    payment_id = shop.services.purchases.get(purchase.id).payment["payment_id"]
     argv = (
         "webhook",
         "deliver",
@@ -134,11 +134,11 @@ def test_a_duplicate_webhook_says_where_the_purchase_is(shop, db_url, capsys):
 @pytest.mark.slow
 def test_purchase_show_has_payment_refund_and_item_lines(shop, db_url, capsys):
     """The text view shows the money, not only the JSON."""
-    purchase = shop.purchases.start(
+    purchase = shop.services.purchases.start(
         operation_id="op-1", intensive_id="js", student_id="s1", hold_seconds=600
     ).purchase
     settle(db_url)
-    shop.purchases.cancel(purchase.id, reason="changed plans")
+    shop.services.purchases.cancel(purchase.id, reason="changed plans")
     settle(db_url)
     code, out, _ = run(capsys, "purchase", "show", purchase.id, "--db", db_url)
     lines = {line.split(":")[0].strip(): line for line in out.splitlines()}
@@ -151,7 +151,7 @@ def test_purchase_show_has_payment_refund_and_item_lines(shop, db_url, capsys):
 @pytest.mark.slow
 def test_a_second_resolution_says_already_resolved(shop, db_url, capsys):
     """Not "is resolved at version 2, not 2": the message says what happened."""
-    purchase = shop.purchases.start(
+    purchase = shop.services.purchases.start(
         operation_id="op-1",
         intensive_id="js",
         student_id="s1",
@@ -182,7 +182,7 @@ def test_a_second_resolution_says_already_resolved(shop, db_url, capsys):
 def test_purchase_list_says_when_it_stops_at_the_limit(shop, db_url, capsys):
     """A listing cut at --limit says so on stderr; stdout stays the list."""
     for n in range(3):
-        shop.purchases.start(
+        shop.services.purchases.start(
             operation_id=f"op-{n}", intensive_id="js", student_id=f"s{n}", hold_seconds=600
         )
     code, out, err = run(capsys, "purchase", "list", "--limit", "2", "--json", "--db", db_url)
@@ -234,7 +234,9 @@ def test_a_crash_looping_worker_gives_up_with_one_traceback(sqlite_url, capsys, 
     with Engine(sqlite_url, check_schema=False) as setup:
         setup.upgrade()
     monkeypatch.setenv("SAGA_TEST_SUPERVISOR_PID", str(os.getpid()))
-    code, _, err = run(capsys, "worker", "--app", "tests.crashing_app:handlers", "--db", sqlite_url)
+    code, _, err = run(
+        capsys, "worker", "--app", "tests.crashing_app:crash_looping", "--db", sqlite_url
+    )
     assert 1 == code
     assert 1 == err.count("RuntimeError: boom: this worker cannot start")
     assert 1 == err.count("Traceback (most recent call last)")

@@ -177,7 +177,7 @@ class TestStart:
 class TestStartAPurchase:
     def test_the_purchase_starts_its_own_way(self, engine, db_url, capsys):
         """A seat held at the catalogue's price; `purchase start` under the same id finds it."""
-        engine.catalogue.add("js", seats=2, price="49.00", currency="EUR")
+        engine.services.catalogue.add("js", seats=2, price="49.00", currency="EUR")
         cli = Cli(db_url, None, capsys)
         request = '{"intensive_id": "js", "student_id": "ann"}'
         code, started, err = cli.json(
@@ -189,7 +189,7 @@ class TestStartAPurchase:
             "purchase", "start", "--operation-id", "op-1", "--intensive", "js", "--student", "ann"
         )
         assert (0, started["id"]) == (code, bought["id"])
-        assert 1 == engine.catalogue.get("js").held
+        assert 1 == engine.services.catalogue.get("js").held
 
     @pytest.mark.parametrize(
         ("request_text", "named"),
@@ -203,7 +203,7 @@ class TestStartAPurchase:
         self, engine, db_url, capsys, request_text, named
     ):
         """The caller never sets the price; what the purchase needs is named (exit 2)."""
-        engine.catalogue.add("js", seats=2, price="49.00", currency="EUR")
+        engine.services.catalogue.add("js", seats=2, price="49.00", currency="EUR")
         before = dump(engine)
         code, _, err = Cli(db_url, None, capsys).json(
             "instances", "start", "purchase", "--operation-id", "op-1", "--request", request_text

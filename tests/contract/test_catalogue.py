@@ -11,7 +11,9 @@ from tests.helpers import dump, execute
 class TestAddIntensive:
     def test_new_intensive_has_every_seat_free(self, engine):
         """A new intensive starts with held = taken = 0."""
-        intensive, created = engine.catalogue.add("js-101", seats=30, price="49.90", currency="EUR")
+        intensive, created = engine.services.catalogue.add(
+            "js-101", seats=30, price="49.90", currency="EUR"
+        )
         assert created
         assert (30, 4990, "EUR", 0, 0, 30) == (
             intensive.capacity,
@@ -24,16 +26,18 @@ class TestAddIntensive:
 
     def test_adding_the_same_intensive_again_is_idempotent(self, engine):
         """Equal values under the same id return the existing intensive."""
-        first, _ = engine.catalogue.add("js-101", seats=30, price="49.90", currency="EUR")
-        again, created = engine.catalogue.add("js-101", seats=30, price="49.9", currency="EUR")
+        first, _ = engine.services.catalogue.add("js-101", seats=30, price="49.90", currency="EUR")
+        again, created = engine.services.catalogue.add(
+            "js-101", seats=30, price="49.9", currency="EUR"
+        )
         assert (first, False) == (again, created)
 
     def test_other_values_under_the_same_id_conflict_and_change_nothing(self, engine):
         """Another capacity, price or currency under an existing id is a conflict."""
-        engine.catalogue.add("js-101", seats=30, price="49.90", currency="EUR")
+        engine.services.catalogue.add("js-101", seats=30, price="49.90", currency="EUR")
         before = dump(engine)
         with pytest.raises(ConflictError, match="already exists"):
-            engine.catalogue.add("js-101", seats=31, price="49.90", currency="EUR")
+            engine.services.catalogue.add("js-101", seats=31, price="49.90", currency="EUR")
         assert before == dump(engine)
 
     @pytest.mark.parametrize(
@@ -51,32 +55,32 @@ class TestAddIntensive:
         before = dump(engine)
         values = {"seats": 5, "price": "10.00", "currency": "EUR", **kwargs}
         with pytest.raises(InvalidInput) as info:
-            engine.catalogue.add("x", **values)
+            engine.services.catalogue.add("x", **values)
         assert field == info.value.field
         assert before == dump(engine)
 
     def test_unknown_intensive_is_not_found(self, engine):
         """Reading an id that does not exist raises NotFound."""
         with pytest.raises(NotFound):
-            engine.catalogue.get("nope")
+            engine.services.catalogue.get("nope")
 
     def test_list_is_in_id_order(self, engine):
         """Listing returns intensives sorted by id."""
         for name in ("b", "a", "c"):
-            engine.catalogue.add(name, seats=1, price="1", currency="EUR")
-        assert ["a", "b", "c"] == [i.id for i in engine.catalogue.list()]
+            engine.services.catalogue.add(name, seats=1, price="1", currency="EUR")
+        assert ["a", "b", "c"] == [i.id for i in engine.services.catalogue.list()]
 
 
 class TestSeatCountersInTheDatabase:
     def test_database_refuses_overselling_even_by_hand(self, engine):
         """A CHECK constraint keeps held + taken <= capacity whatever writes the row."""
-        engine.catalogue.add("js", seats=2, price="1", currency="EUR")
+        engine.services.catalogue.add("js", seats=2, price="1", currency="EUR")
         with pytest.raises(Exception, match="intensives_seats_in_range"):
             execute(engine, "UPDATE intensives SET held = 3 WHERE id = 'js'")
 
     def test_database_refuses_negative_counters(self, engine):
         """No counter can go below zero."""
-        engine.catalogue.add("js", seats=2, price="1", currency="EUR")
+        engine.services.catalogue.add("js", seats=2, price="1", currency="EUR")
         with pytest.raises(Exception, match="intensives_seats_in_range"):
             execute(engine, "UPDATE intensives SET taken = -1 WHERE id = 'js'")
 
@@ -87,7 +91,7 @@ class TestSeatCountersInTheDatabase:
             tx.run("move_seats", id="js", held_delta=0, taken_delta=0)
             tx.execute_sql("UPDATE intensives SET held = 99 WHERE id = 'js'")
 
-        engine.catalogue.add("js", seats=2, price="1", currency="EUR")
+        engine.services.catalogue.add("js", seats=2, price="1", currency="EUR")
         with pytest.raises(DatabaseError) as info:
             engine.db.transaction(work)
         assert "intensives_seats_in_range" == info.value.constraint

@@ -208,7 +208,7 @@ def test_the_application_check_leaves_an_observed_route_s_event_to_its_observer(
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     return engine
 
 

@@ -239,17 +239,17 @@ def test_the_old_tables_are_gone(upgraded):
 def test_an_old_event_delivered_again_is_a_duplicate_not_a_conflict(upgraded):
     """The digest of the old inbox is the route's: a redelivery changes nothing."""
     engine, _ = upgraded
-    again = engine.inbox.deliver(PAID, source="sandbox")
+    again = engine.services.inbox.deliver(PAID, source="sandbox")
     assert (True, False, "applied", "s-1") == (
         again.duplicate,
         again.conflict,
         again.outcome,
         again.saga_id,
     )
-    other = engine.inbox.deliver(
+    other = engine.services.inbox.deliver(
         ProviderEvent(event_id="evt-paid", type="payment.failed", payment_id="pay_1")
     )
     assert other.conflict
     assert 2 == scalar(engine, "SELECT count(*) FROM inbox_message_conflicts")
     # Still no purchase knows pay_9: kept, matched again when it comes again.
-    assert "unmatched" == engine.inbox.deliver(EARLY, source="sandbox").outcome
+    assert "unmatched" == engine.services.inbox.deliver(EARLY, source="sandbox").outcome

@@ -32,12 +32,12 @@ PAID = {"amount_minor": 4990, "currency": "EUR"}
 
 @pytest.fixture
 def intensive(engine):
-    intensive, _ = engine.catalogue.add("js-101", seats=2, price="49.90", currency="EUR")
+    intensive, _ = engine.services.catalogue.add("js-101", seats=2, price="49.90", currency="EUR")
     return intensive
 
 
 def start(engine, op, student, **kwargs):
-    return engine.purchases.start(
+    return engine.services.purchases.start(
         operation_id=op, intensive_id="js-101", student_id=student, **kwargs
     )
 
@@ -59,7 +59,7 @@ def reconcile(engine, saga_id, event, **kwargs):
 
 
 def seats(engine):
-    seats = engine.catalogue.get("js-101").to_json()["seats"]
+    seats = engine.services.catalogue.get("js-101").to_json()["seats"]
     return seats["held"], seats["taken"], seats["free"]
 
 
@@ -78,7 +78,7 @@ class TestAcceptance:
     def test_the_reply_to_a_new_purchase_is_what_reading_it_back_gives(self, engine, intensive):
         """The reply is built without a read: it must equal the stored purchase, field by field."""
         created = start(engine, "op-1", "s1", payment_method="pm_ok", hold_seconds=90).purchase
-        assert engine.purchases.get(created.id).to_json() == created.to_json()
+        assert engine.services.purchases.get(created.id).to_json() == created.to_json()
 
     def test_the_reply_to_a_repeated_request_is_the_stored_purchase(self, engine, intensive):
         """The same operation again: read back, and equal to the first reply."""
@@ -156,7 +156,9 @@ class TestAcceptance:
         """Buying a seat of an intensive that does not exist is "not found" (exit 4)."""
         before = dump(engine)
         with pytest.raises(NotFound) as info:
-            engine.purchases.start(operation_id="op-1", intensive_id="nope", student_id="s1")
+            engine.services.purchases.start(
+                operation_id="op-1", intensive_id="nope", student_id="s1"
+            )
         assert ("intensive", "nope") == (info.value.kind, info.value.key)
         assert before == dump(engine)
 
@@ -189,7 +191,7 @@ class TestAcceptance:
         before = dump(engine)
         values = {"operation_id": "op", "intensive_id": "js-101", "student_id": "s1", **kwargs}
         with pytest.raises(InvalidInput) as info:
-            engine.purchases.start(**values)
+            engine.services.purchases.start(**values)
         assert field == info.value.field
         assert before == dump(engine)
 
@@ -203,7 +205,7 @@ class TestTransitions:
         )
         assert ("confirmed", 2) == (fired.saga.state, fired.saga.version)
         assert (0, 1, 1) == seats(engine)
-        last = engine.purchases.get(purchase.id).history[-1]
+        last = engine.services.purchases.get(purchase.id).history[-1]
         assert ("reserved", "confirmed", "payment_succeeded", "provider", "webhook evt-1") == (
             last.from_state,
             last.to_state,
@@ -216,7 +218,7 @@ class TestTransitions:
         """A state without timeout has no deadline and no pending timer."""
         purchase = start(engine, "op-1", "s1").purchase
         engine.sagas.fire(purchase.id, "payment_succeeded", payload=PAID, actor="test")
-        after = engine.purchases.get(purchase.id)
+        after = engine.services.purchases.get(purchase.id)
         assert (None, None) == (after.deadline_at, after.deadline_event)
         assert 0 == scalar(
             engine,
@@ -282,11 +284,11 @@ class TestTransitions:
         """An unknown payment outcome keeps the seat held until resolved."""
         purchase = start(engine, "op-1", "s1").purchase
         engine.sagas.fire(purchase.id, "payment_outcome_unknown", actor="worker")
-        assert "held" == engine.purchases.get(purchase.id).seat
+        assert "held" == engine.services.purchases.get(purchase.id).seat
         reconcile(engine, purchase.id, "resolve_paid", cause="bank statement")
         assert ("confirmed", "taken") == (
-            engine.purchases.get(purchase.id).state,
-            engine.purchases.get(purchase.id).seat,
+            engine.services.purchases.get(purchase.id).state,
+            engine.services.purchases.get(purchase.id).seat,
         )
         assert (0, 1, 1) == seats(engine)
 
@@ -294,11 +296,11 @@ class TestTransitions:
         """A refund of unknown outcome leaves the freed seat free."""
         purchase = start(engine, "op-1", "s1").purchase
         engine.sagas.fire(purchase.id, "payment_succeeded", payload=PAID, actor="test")
-        engine.purchases.cancel(purchase.id, reason="student asked")
+        engine.services.purchases.cancel(purchase.id, reason="student asked")
         engine.sagas.fire(purchase.id, "refund_outcome_unknown", actor="worker")
         assert ("needs_reconciliation", "free") == (
-            engine.purchases.get(purchase.id).state,
-            engine.purchases.get(purchase.id).seat,
+            engine.services.purchases.get(purchase.id).state,
+            engine.services.purchases.get(purchase.id).seat,
         )
         assert (0, 0, 2) == seats(engine)
 
@@ -306,7 +308,7 @@ class TestTransitions:
         """An unknown refund is about money going back: confirming it is refused."""
         purchase = start(engine, "op-1", "s1").purchase
         engine.sagas.fire(purchase.id, "payment_succeeded", payload=PAID, actor="test")
-        engine.purchases.cancel(purchase.id, reason="student asked")
+        engine.services.purchases.cancel(purchase.id, reason="student asked")
         engine.sagas.fire(purchase.id, "refund_outcome_unknown", actor="worker")
         before = dump(engine)
         for event in ("resolve_paid", "resolve_not_paid"):
@@ -330,8 +332,8 @@ class TestTransitions:
         first = start(engine, "op-1", "s1").purchase
         start(engine, "op-2", "s2")
         engine.sagas.fire(first.id, "payment_succeeded", payload=PAID, actor="test")
-        engine.purchases.cancel(first.id, reason="student asked")
-        assert "refund_pending" == engine.purchases.get(first.id).state
+        engine.services.purchases.cancel(first.id, reason="student asked")
+        assert "refund_pending" == engine.services.purchases.get(first.id).state
         assert start(engine, "op-3", "s3").created
 
     def test_cancel_of_final_purchase_is_refused(self, engine, intensive):
@@ -339,7 +341,7 @@ class TestTransitions:
         purchase = start(engine, "op-1", "s1").purchase
         engine.sagas.fire(purchase.id, "payment_failed", actor="test")
         with pytest.raises(TransitionNotAllowed):
-            engine.purchases.cancel(purchase.id, reason="again")
+            engine.services.purchases.cancel(purchase.id, reason="again")
 
     def test_unknown_saga_is_not_found(self, engine, intensive):
         """Events for a saga that does not exist raise NotFound."""
@@ -358,7 +360,7 @@ class TestTransitions:
         with Engine(db_url, registry=registry) as custom:
             opened = custom.sagas.start("ticket", operation_id="t-1", request={}).saga
             with pytest.raises(NotFound, match="purchase"):
-                custom.purchases.cancel(opened.id, reason="wrong api")
+                custom.services.purchases.cancel(opened.id, reason="wrong api")
             assert "open" == custom.sagas.get(opened.id).state
 
     def test_audit_rows_are_append_only(self, engine, intensive):
@@ -376,7 +378,7 @@ class TestTransitions:
         first = start(engine, "op-1", "s1").purchase
         start(engine, "op-2", "s2")
         engine.sagas.fire(first.id, "payment_failed", actor="test")
-        assert [first.id] == [p.id for p in engine.purchases.list(state="cancelled")]
-        assert 2 == len(engine.purchases.list())
+        assert [first.id] == [p.id for p in engine.services.purchases.list(state="cancelled")]
+        assert 2 == len(engine.services.purchases.list())
         with pytest.raises(InvalidInput):
-            engine.purchases.list(state="bogus")
+            engine.services.purchases.list(state="bogus")

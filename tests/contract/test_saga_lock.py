@@ -13,8 +13,10 @@ from tests.helpers import statements_seen
 
 
 def purchase(engine):
-    engine.catalogue.add("js-101", seats=2, price="49.90", currency="EUR")
-    return engine.purchases.start(operation_id="op-1", intensive_id="js-101", student_id="s-1")
+    engine.services.catalogue.add("js-101", seats=2, price="49.90", currency="EUR")
+    return engine.services.purchases.start(
+        operation_id="op-1", intensive_id="js-101", student_id="s-1"
+    )
 
 
 def test_a_saga_locked_twice_in_a_transaction_is_read_once(engine, monkeypatch):

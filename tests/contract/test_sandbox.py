@@ -18,50 +18,54 @@ def charge(sandbox, key="pay:1", method="pm_ok", amount=4900):
 
 def test_same_key_returns_the_same_payment(engine):
     """A retried create with the same key and parameters is the same payment."""
-    first = charge(engine.sandbox)
-    assert first == charge(engine.sandbox)
-    assert 1 == len(engine.sandbox.ledger()["charges"])
+    first = charge(engine.services.sandbox)
+    assert first == charge(engine.services.sandbox)
+    assert 1 == len(engine.services.sandbox.ledger()["charges"])
 
 
 def test_same_key_other_parameters_is_refused(engine):
     """Reusing a key for another amount is an error, like at real providers."""
-    charge(engine.sandbox)
+    charge(engine.services.sandbox)
     with pytest.raises(PermanentError, match="already used with other parameters"):
-        charge(engine.sandbox, amount=5000)
+        charge(engine.services.sandbox, amount=5000)
 
 
 def test_timeout_after_charge_charged_and_then_replays(engine):
     """The first call times out after charging; the same key then reports the charge."""
     with pytest.raises(OutcomeUnknown):
-        charge(engine.sandbox, method="pm_timeout_after_charge")
-    assert "succeeded" == charge(engine.sandbox, method="pm_timeout_after_charge").status
+        charge(engine.services.sandbox, method="pm_timeout_after_charge")
+    assert "succeeded" == charge(engine.services.sandbox, method="pm_timeout_after_charge").status
 
 
 def test_timeout_before_charge_leaves_no_trace(engine):
     """The call times out before anything happened: the provider knows nothing."""
     with pytest.raises(OutcomeUnknown):
-        charge(engine.sandbox, method="pm_timeout_before_charge")
-    assert engine.sandbox.payment_status(key="pay:1") is None
+        charge(engine.services.sandbox, method="pm_timeout_before_charge")
+    assert engine.services.sandbox.payment_status(key="pay:1") is None
 
 
 def test_one_refund_per_key_and_never_more_than_charged(engine):
     """A refund key replays its refund; refunding past what was charged is refused."""
-    payment = charge(engine.sandbox)
-    refund = engine.sandbox.refund(
+    payment = charge(engine.services.sandbox)
+    refund = engine.services.sandbox.refund(
         key="refund:pay:1", payment_id=payment.payment_id, amount_minor=4900
     )
-    again = engine.sandbox.refund(
+    again = engine.services.sandbox.refund(
         key="refund:pay:1", payment_id=payment.payment_id, amount_minor=4900
     )
     assert (refund, "succeeded") == (again, refund.status)
     with pytest.raises(PermanentError, match="exceeds"):
-        engine.sandbox.refund(key="refund:other", payment_id=payment.payment_id, amount_minor=1)
+        engine.services.sandbox.refund(
+            key="refund:other", payment_id=payment.payment_id, amount_minor=1
+        )
 
 
 def test_ledger_command_shows_the_contract_fields(engine, db_url, capsys):
     """`saga sandbox ledger --json` lists charges and refunds with the contract's fields."""
-    payment = charge(engine.sandbox)
-    engine.sandbox.refund(key="refund:pay:1", payment_id=payment.payment_id, amount_minor=4900)
+    payment = charge(engine.services.sandbox)
+    engine.services.sandbox.refund(
+        key="refund:pay:1", payment_id=payment.payment_id, amount_minor=4900
+    )
     code, ledger = cli_json(capsys, "sandbox", "ledger", "--db", db_url)
     assert 0 == code
     assert {"payment_id", "key", "amount", "currency", "status"} <= set(ledger["charges"][0])

@@ -88,12 +88,12 @@ def test_migrations_yield_the_schema_of_a_fresh_create(db_url, second_url):
 def test_a_database_from_before_components_upgrades_in_place(db_url):
     """An old database (purchase tables made by the engine's migrations) keeps its rows."""
     with _engine_migrations_only(db_url, upto=4) as old:
-        old.catalogue.add("old-1", seats=3, price="10.00", currency="EUR")
+        old.services.catalogue.add("old-1", seats=3, price="10.00", currency="EUR")
         assert {"engine": 4, "purchase": 0} == current_versions(old.db)
         result = old.upgrade()
         assert "purchase/0001_initial" in result.applied
         assert required_versions(old.db) == current_versions(old.db)
-        assert ["old-1"] == [i.id for i in old.catalogue.list()]
+        assert ["old-1"] == [i.id for i in old.services.catalogue.list()]
 
 
 def test_an_application_without_sql_gets_only_the_engines_tables(db_url):
@@ -172,7 +172,7 @@ def test_postgres_names_the_component_that_is_behind(postgres_url):
     with _engine_migrations_only(postgres_url) as old:
         pass
     with Engine(postgres_url) as engine, pytest.raises(SchemaOutOfDate) as caught:
-        engine.catalogue.list()
+        engine.services.catalogue.list()
     assert ("purchase", 0, required_versions(engine.db)["purchase"]) == (
         caught.value.component,
         caught.value.current,
@@ -185,7 +185,7 @@ def test_postgres_names_the_component_that_is_behind(postgres_url):
 def test_postgres_needs_an_explicit_upgrade(postgres_url):
     """A shared PostgreSQL schema is never migrated behind the operators' back."""
     with Engine(postgres_url) as engine, pytest.raises(SchemaOutOfDate, match="saga db upgrade"):
-        engine.catalogue.list()
+        engine.services.catalogue.list()
 
 
 def test_a_database_before_the_sign_in_throttle_upgrades_and_throttles(db_url):

@@ -49,11 +49,11 @@ REQUESTS = st.fixed_dictionaries(
 
 def add_intensives(engine):
     for name, seats in INTENSIVES.items():
-        engine.catalogue.add(name, seats=seats, price="10.00", currency="EUR")
+        engine.services.catalogue.add(name, seats=seats, price="10.00", currency="EUR")
 
 
 def buy(engine, operation_id, request):
-    started = engine.purchases.start(
+    started = engine.services.purchases.start(
         operation_id=operation_id,
         intensive_id=request["intensive_id"],
         student_id=request["student_id"],
@@ -72,10 +72,10 @@ def seat_counters_match_the_purchases(engine):
 
 def each_purchase_holds_what_its_state_says(engine):
     machine = engine.registry.get("purchase").machine
-    for purchase in engine.purchases.list(limit=1000):
+    for purchase in engine.services.purchases.list(limit=1000):
         declared = machine.state(purchase.state).meta["seat"]
         if declared is None:
-            came_from = engine.purchases.get(purchase.id).history[-1].from_state
+            came_from = engine.services.purchases.get(purchase.id).history[-1].from_state
             declared = "free" if came_from == "refund_pending" else "held"
         if declared != purchase.seat:
             yield f"purchase {purchase.id} in {purchase.state} holds a {purchase.seat} seat"

@@ -33,10 +33,10 @@ def work(engine):
 
 @pytest.fixture
 def world(engine):
-    engine.catalogue.add("js", seats=5, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=5, price="49.00", currency="EUR")
     ids = {}
     for name, method in (("kept", "pm_ok"), ("returned", "pm_ok"), ("declined", "pm_declined")):
-        ids[name] = engine.purchases.start(
+        ids[name] = engine.services.purchases.start(
             operation_id=f"op-{name}",
             intensive_id="js",
             student_id=name,
@@ -44,9 +44,9 @@ def world(engine):
             hold_seconds=600,
         ).purchase.id
     work(engine)
-    engine.purchases.cancel(ids["returned"], reason="student asked")
+    engine.services.purchases.cancel(ids["returned"], reason="student asked")
     work(engine)
-    states = {name: engine.purchases.get(saga_id).state for name, saga_id in ids.items()}
+    states = {name: engine.services.purchases.get(saga_id).state for name, saga_id in ids.items()}
     assert {"kept": "confirmed", "returned": "refunded", "declined": "cancelled"} == states
     assert [] == [i.name for i in verify(engine).invariants if i.problems]
     engine.ids = ids
@@ -58,7 +58,7 @@ def broken(engine):
 
 
 def sandbox(engine, sql, **params):
-    with engine.sandbox.db.engine.begin() as conn:
+    with engine.services.sandbox.db.engine.begin() as conn:
         conn.execute(sa.text(sql), params)
 
 
@@ -103,7 +103,7 @@ def test_one_charge_per_purchase(world):
 
 
 def test_one_refund_per_payment(world):
-    payment_id = world.purchases.get(world.ids["returned"]).payment["payment_id"]
+    payment_id = world.services.purchases.get(world.ids["returned"]).payment["payment_id"]
     sandbox(
         world,
         "INSERT INTO sandbox_refunds (refund_id, key, params_digest, payment_id, amount_minor, "
@@ -236,7 +236,7 @@ def test_liveness_names_an_overdue_item_nobody_escalated(world):
 
 def test_provider_reachable_names_the_missing_ledger(world, db_url, capsys):
     """The provider's database is gone: verify says so, instead of money violations."""
-    sandbox_db = world.sandbox.db
+    sandbox_db = world.services.sandbox.db
     world.close()
     if world.db.dialect == "postgres":
         drop = psql.SQL("DROP SCHEMA {} CASCADE").format(
@@ -257,7 +257,7 @@ def test_provider_reachable_names_the_missing_ledger(world, db_url, capsys):
 
 def forged_success(world):
     """A success event with another amount: the provider contradicts it, a review opens."""
-    payment_id = world.purchases.get(world.ids["kept"]).payment["payment_id"]
+    payment_id = world.services.purchases.get(world.ids["kept"]).payment["payment_id"]
     event = ProviderEvent(
         event_id="evt-forged",
         type="payment.succeeded",
@@ -265,7 +265,7 @@ def forged_success(world):
         amount_minor=1200,
         currency="USD",
     )
-    return world.inbox.deliver(event, source="sandbox")
+    return world.services.inbox.deliver(event, source="sandbox")
 
 
 def test_one_review_per_event_holds_when_the_inbox_takes_a_redelivery(world):
@@ -290,7 +290,7 @@ def test_one_review_per_event(world):
 
 def expired_after_asking(world):
     """A purchase whose hold ran out while its payment was pending: the provider was asked."""
-    saga_id = world.purchases.start(
+    saga_id = world.services.purchases.start(
         operation_id="op-late",
         intensive_id="js",
         student_id="late",
@@ -301,15 +301,19 @@ def expired_after_asking(world):
     # The charge settles a second after it was made, by the sandbox's clock:
     # moved far ahead, it is still pending when the hold runs out, however slow
     # the machine.
-    later = "2999-01-01T00:00:00.000Z" if world.sandbox.db.dialect == "sqlite" else "2999-01-01"
-    with world.sandbox.db.engine.begin() as conn:
+    later = (
+        "2999-01-01T00:00:00.000Z"
+        if world.services.sandbox.db.dialect == "sqlite"
+        else "2999-01-01"
+    )
+    with world.services.sandbox.db.engine.begin() as conn:
         conn.execute(
             sa.text("UPDATE sandbox_charges SET created_at = :later WHERE status = 'pending'"),
             {"later": later},
         )
     SagaClock(world.db).advance(601)
     work(world)
-    assert "expired" == world.purchases.get(saga_id).state
+    assert "expired" == world.services.purchases.get(saga_id).state
     return saga_id
 
 

@@ -215,8 +215,8 @@ class TestLeases:
 class TestTimers:
     @pytest.fixture
     def purchase(self, engine):
-        engine.catalogue.add("js", seats=2, price="10.00", currency="EUR")
-        return engine.purchases.start(
+        engine.services.catalogue.add("js", seats=2, price="10.00", currency="EUR")
+        return engine.services.purchases.start(
             operation_id="op-1", intensive_id="js", student_id="s1", hold_seconds=60
         ).purchase
 
@@ -229,12 +229,12 @@ class TestTimers:
         second = Worker(engine.db, timers, listen=False)
         assert 1 == first.run_once()
         assert 0 == second.run_once()
-        history = engine.purchases.get(purchase.id).history
+        history = engine.services.purchases.get(purchase.id).history
         # No payment was requested yet: the provider has nothing, the hold expires.
         assert [("start", "api"), ("hold_expired", "timer")] == [
             (h.event, h.actor) for h in history
         ]
-        assert "expired" == engine.purchases.get(purchase.id).state
+        assert "expired" == engine.services.purchases.get(purchase.id).state
 
     def test_timer_of_an_old_version_does_nothing(self, engine, purchase):
         """A timer set for a version the saga has left is a no-op, not a late transition."""
@@ -257,7 +257,7 @@ class TestTimers:
             )
         )
         Worker(engine.db, Handlers([timer_kind(engine)]), listen=False).run_once()
-        assert "confirmed" == engine.purchases.get(purchase.id).state
+        assert "confirmed" == engine.services.purchases.get(purchase.id).state
         assert "saga moved on" in Queue(engine.db).result(timer)["skipped"]
 
 

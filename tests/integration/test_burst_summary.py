@@ -31,7 +31,12 @@ def burst(engine, *, concurrency: int) -> dict:
     done = subprocess.run(
         [
             *(sys.executable, "-m", "saga", "worker", "--burst", "--json", "--db", url),
-            *("--sandbox-db", engine.sandbox_url, "--app", "tests.crashing_app:hanging"),
+            *(
+                "--sandbox-db",
+                engine.services.sandbox_url,
+                "--app",
+                "tests.crashing_app:hanging_app",
+            ),
             *("--concurrency", str(concurrency), "--lease-seconds", "1.5"),
             *("--log-level", "error"),
         ],

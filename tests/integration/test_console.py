@@ -34,7 +34,7 @@ PASSWORD = "correct-horse-battery"
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     accounts = Operators(engine.db)
     accounts.add("ann", role="operator", password=PASSWORD)
     accounts.add("vic", role="viewer", password=PASSWORD)
@@ -61,14 +61,14 @@ def csrf_of(client, path):
 
 def unknown_payment(shop, method="pm_timeout_after_charge"):
     """A purchase whose payment call timed out (after charging, by default): an open item."""
-    purchase = shop.purchases.start(
+    purchase = shop.services.purchases.start(
         operation_id="op-1",
         intensive_id="js",
         student_id="s-1",
         payment_method=method,
         hold_seconds=600,
     ).purchase
-    kinds = PurchaseSteps(shop.db, shop.registry, shop.provider_getter).kinds()
+    kinds = PurchaseSteps(shop.db, shop.registry, shop.services.provider_getter).kinds()
     request = [k for k in kinds if k.name == "purchase.request_payment"]
     Worker(shop.db, Handlers(request), listen=False).run(burst=True)
     (item,) = shop.recon.find()
@@ -133,7 +133,7 @@ def test_an_operator_resolves_an_item_and_the_saga_moves(shop, browser):
     answer = resolve(browser, item, "paid")
     assert 200 == answer.status_code
     assert "resolved as paid" in answer.get_data(as_text=True)
-    assert "confirmed" == shop.purchases.get(purchase.id).state
+    assert "confirmed" == shop.services.purchases.get(purchase.id).state
     resolved = shop.recon.show(item.id)[0]
     assert ("resolved", "operator:ann") == (resolved.status, resolved.resolved_by)
 
@@ -144,7 +144,7 @@ def test_a_decision_the_provider_contradicts_is_refused_and_changes_nothing(shop
     sign_in(browser)
     answer = resolve(browser, item, "not_paid", reason="x")
     assert "refused" in answer.get_data(as_text=True)
-    assert "needs_reconciliation" == shop.purchases.get(purchase.id).state
+    assert "needs_reconciliation" == shop.services.purchases.get(purchase.id).state
     assert "open" == shop.recon.show(item.id)[0].status
 
 
@@ -391,7 +391,7 @@ def console_process(shop, *extra):
     url = shop.db.url.render_as_string(hide_password=False)
     command = [
         *(sys.executable, "-m", "saga", "console", "--port", "0", "--db", url),
-        *("--sandbox-db", shop.sandbox_url, "--log-level", "error", *extra),
+        *("--sandbox-db", shop.services.sandbox_url, "--log-level", "error", *extra),
     ]
     with subprocess.Popen(
         command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
@@ -468,7 +468,7 @@ def test_money_received_by_transfer_is_recorded_with_its_amount_from_the_form(sh
     resolve(
         browser, item, "paid", reason="seen on the statement", external_ref="BANK-1", amount="49.00"
     )
-    assert "confirmed" == shop.purchases.get(purchase.id).state
+    assert "confirmed" == shop.services.purchases.get(purchase.id).state
     (moved,) = rows(shop, "SELECT reference, amount_minor, operator FROM external_movements")
     assert {"reference": "BANK-1", "amount_minor": 4900, "operator": "ann"} == moved
 
@@ -479,21 +479,21 @@ def test_an_amount_without_an_external_reference_is_refused(shop, browser):
     sign_in(browser)
     page = resolve(browser, item, "not_paid", amount="49.00")
     assert "refused: amount" in page.get_data(as_text=True)
-    assert "needs_reconciliation" == shop.purchases.get(purchase.id).state
+    assert "needs_reconciliation" == shop.services.purchases.get(purchase.id).state
 
 
 def test_a_purchases_timeline_shows_the_provider_events_its_inbox_matched(shop, browser):
     """The application's own inbox (the purchase's provider events) is in the timeline too."""
     from saga.purchase.inbox import ProviderEvent
 
-    purchase = shop.purchases.start(
+    purchase = shop.services.purchases.start(
         operation_id="op-9", intensive_id="js", student_id="s-9", payment_method="pm_ok"
     ).purchase
-    kinds = PurchaseSteps(shop.db, shop.registry, shop.provider_getter).kinds()
+    kinds = PurchaseSteps(shop.db, shop.registry, shop.services.provider_getter).kinds()
     request = [k for k in kinds if k.name == "purchase.request_payment"]
     Worker(shop.db, Handlers(request), listen=False).run(burst=True)
-    payment_id = shop.purchases.get(purchase.id).payment["payment_id"]
-    delivery = shop.inbox.deliver(
+    payment_id = shop.services.purchases.get(purchase.id).payment["payment_id"]
+    delivery = shop.services.inbox.deliver(
         ProviderEvent(
             event_id="evt_seen_1",
             type="payment.succeeded",

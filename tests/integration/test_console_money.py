@@ -27,7 +27,7 @@ from tests.integration.test_console import (
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     accounts = Operators(engine.db)
     accounts.add("ann", role="operator", password=PASSWORD)
     accounts.add("vic", role="viewer", password=PASSWORD)
@@ -56,9 +56,9 @@ def test_the_queue_shows_money_student_age_and_deadline(shop, browser):
 
 
 def add_purchases(shop, count):
-    shop.catalogue.add("big", seats=count, price="10.00", currency="EUR")
+    shop.services.catalogue.add("big", seats=count, price="10.00", currency="EUR")
     return [
-        shop.purchases.start(
+        shop.services.purchases.start(
             operation_id=f"op-p{n}", intensive_id="big", student_id=f"s{n}", payment_method="pm_ok"
         ).purchase.id
         for n in range(count)
@@ -106,7 +106,7 @@ def test_the_item_page_sets_the_money_side_by_side_with_the_difference(shop, bro
     assert "4900 = 49.00 EUR" in page
     assert "&#34;amount_minor&#34;: 4900," not in page
     resolve(browser, item, "paid")
-    assert "confirmed" == shop.purchases.get(purchase.id).state
+    assert "confirmed" == shop.services.purchases.get(purchase.id).state
     page = browser.get(f"/sagas/{purchase.id}").get_data(as_text=True)
     assert ["49.00 EUR", "49.00 EUR", "0.00 EUR", "49.00 EUR", "0.00 EUR"] == money_row(page)
 
@@ -149,4 +149,4 @@ def test_a_decision_without_an_outcome_is_refused_and_changes_nothing(shop, brow
     )
     assert "refused: outcome" in answer.get_data(as_text=True)
     assert "open" == shop.recon.show(item.id)[0].status
-    assert "needs_reconciliation" == shop.purchases.get(purchase.id).state
+    assert "needs_reconciliation" == shop.services.purchases.get(purchase.id).state

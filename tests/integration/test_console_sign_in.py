@@ -22,7 +22,7 @@ from tests.integration.test_console import (
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     accounts = Operators(engine.db)
     accounts.add("ann", role="operator", password=PASSWORD)
     accounts.add("vic", role="viewer", password=PASSWORD)

@@ -81,7 +81,7 @@ def test_a_stalled_sqlite_writer_gives_a_clear_error(sqlite_url, capsys, monkeyp
     """Another process holds the write lock: exit 1 naming the lock and the wait, no trace."""
     with Engine(sqlite_url, check_schema=False) as setup:
         setup.upgrade()
-        setup.catalogue.add("js", seats=3, price="10.00", currency="EUR")
+        setup.services.catalogue.add("js", seats=3, price="10.00", currency="EUR")
         path = setup.db.sqlite_path
     holder = sqlite3.connect(path, isolation_level=None)
     holder.execute("BEGIN IMMEDIATE")
@@ -218,14 +218,14 @@ def test_leases_and_deadlines_come_from_the_database_clock(pg):
         if IN_CI:
             pytest.fail("faketime is missing: .ci/run installs it (Debian package faketime)")
         pytest.skip("faketime is not installed")
-    pg.catalogue.add("js", seats=3, price="10.00", currency="EUR")
+    pg.services.catalogue.add("js", seats=3, price="10.00", currency="EUR")
     url = pg.db.url.render_as_string(hide_password=False)
     script = (
         "import sys\n"
         "from saga import Engine\n"
         "from saga.core.queue import Queue\n"
         "with Engine(sys.argv[1]) as e:\n"
-        "    p = e.purchases.start(operation_id='op', intensive_id='js', student_id='s',"
+        "    p = e.services.purchases.start(operation_id='op', intensive_id='js', student_id='s',"
         " hold_seconds=600).purchase\n"
         "    (job,) = Queue(e.db).claim(['purchase.request_payment'], batch=1,"
         " lease_seconds=30)\n"
@@ -268,7 +268,7 @@ def test_a_pooled_connection_the_server_ended_is_replaced_and_the_work_runs_once
     with Engine(postgres_url, check_schema=False) as setup:
         setup.upgrade()
     with Engine(postgres_url) as engine:
-        engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")  # pooled now
+        engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")  # pooled now
         with psycopg.connect(_libpq_url(postgres_url), autocommit=True) as admin:
             ended = admin.execute(
                 "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
@@ -276,8 +276,8 @@ def test_a_pooled_connection_the_server_ended_is_replaced_and_the_work_runs_once
                 (name,),
             ).fetchone()[0]
         assert ended >= 1
-        engine.catalogue.add("py", seats=3, price="49.00", currency="EUR")
-        assert ["js", "py"] == sorted(i.id for i in engine.catalogue.list())
+        engine.services.catalogue.add("py", seats=3, price="49.00", currency="EUR")
+        assert ["js", "py"] == sorted(i.id for i in engine.services.catalogue.list())
 
 
 def test_a_connection_lost_after_the_first_statement_is_never_run_again(postgres_url):

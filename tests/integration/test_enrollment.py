@@ -61,7 +61,7 @@ def test_a_signed_contract_enrolls_the_student(school, db_url, capsys):
     saga = enroll(school, "ann")
     work(capsys, db_url)
     assert "contract_sent" == state(school, saga)
-    school.signatures.sign(key=contract_key(saga.id))
+    school.services.signatures.sign(key=contract_key(saga.id))
     payload = json.dumps({"reference": saga.id})
     callback = ("messages", "deliver", "--source", "esign", "--type", "envelope.completed")
     code, shown = cli_json(
@@ -79,7 +79,7 @@ def test_a_missed_deadline_withdraws_and_voids_the_contract(school, db_url, caps
     make_due(school, f"timer:{saga.id}:2")
     work(capsys, db_url)
     assert "withdrawn" == state(school, saga)
-    assert "voided" == school.signatures.status(key=contract_key(saga.id)).status
+    assert "voided" == school.services.signatures.status(key=contract_key(saga.id)).status
     assert (0, set()) == verify(capsys, db_url)
 
 

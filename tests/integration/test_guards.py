@@ -94,12 +94,12 @@ def test_a_stale_decision_is_refused_even_when_the_state_matches(engine):
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     return engine
 
 
 def start(engine, method="pm_ok", hold=600):
-    return engine.purchases.start(
+    return engine.services.purchases.start(
         operation_id=f"op-{method}",
         intensive_id="js",
         student_id=f"s-{method}",
@@ -109,7 +109,7 @@ def start(engine, method="pm_ok", hold=600):
 
 
 def steps(engine, name):
-    kinds = PurchaseSteps(engine.db, engine.registry, engine.provider_getter).kinds()
+    kinds = PurchaseSteps(engine.db, engine.registry, engine.services.provider_getter).kinds()
     return Worker(engine.db, Handlers([k for k in kinds if k.name == name]), listen=False)
 
 
@@ -120,11 +120,11 @@ def test_a_timer_set_for_an_older_version_does_not_fire(shop):
     (job,) = Queue(shop.db).claim(["saga.timeout"], batch=1)
     pending = timer_kind(shop).handler(job)  # read v1: "no payment requested yet"
     steps(shop, "purchase.request_payment").run(burst=True)  # meanwhile: v2, then paid
-    state = shop.purchases.get(purchase.id).state
+    state = shop.services.purchases.get(purchase.id).state
     owned, result = Queue(shop.db).complete_with(job, pending.apply)
     assert owned
     assert "skipped" in result
-    assert state == shop.purchases.get(purchase.id).state
+    assert state == shop.services.purchases.get(purchase.id).state
 
 
 def test_no_payment_is_requested_after_the_hold_deadline(shop):
@@ -133,9 +133,9 @@ def test_no_payment_is_requested_after_the_hold_deadline(shop):
     past = "2000-01-01T00:00:00.000Z" if shop.db.dialect == "sqlite" else "2000-01-01T00:00:00Z"
     execute(shop, "UPDATE sagas SET deadline_at = :past WHERE id = :id", past=past, id=purchase.id)
     steps(shop, "purchase.request_payment").run(burst=True)
-    assert "reserved" == shop.purchases.get(purchase.id).state
+    assert "reserved" == shop.services.purchases.get(purchase.id).state
     assert 0 == scalar(shop, "SELECT count(*) FROM payments")
-    assert [] == shop.sandbox.ledger()["charges"]
+    assert [] == shop.services.sandbox.ledger()["charges"]
 
 
 def test_a_retried_payment_request_after_the_hold_deadline_calls_nobody(shop, monkeypatch):
@@ -151,13 +151,15 @@ def test_a_retried_payment_request_after_the_hold_deadline_calls_nobody(shop, mo
     (job,) = Queue(shop.db).claim(["purchase.request_payment"], batch=1)
     with pytest.raises(RuntimeError):
         worker.handlers["purchase.request_payment"].handler(job)
-    assert "payment_pending" == shop.purchases.get(purchase.id).state  # the intent committed
+    assert (
+        "payment_pending" == shop.services.purchases.get(purchase.id).state
+    )  # the intent committed
     monkeypatch.undo()
     past = "2000-01-01T00:00:00.000Z" if shop.db.dialect == "sqlite" else "2000-01-01T00:00:00Z"
     execute(shop, "UPDATE sagas SET deadline_at = :past WHERE id = :id", past=past, id=purchase.id)
     expire_lease(shop, job.id)
     worker.run(burst=True)  # the retry: the hold ran out by the database clock
-    assert [] == shop.sandbox.ledger()["charges"]
+    assert [] == shop.services.sandbox.ledger()["charges"]
     assert "intent" == scalar(shop, "SELECT status FROM payments")
 
 
@@ -177,25 +179,27 @@ def test_a_lease_lost_inside_the_intent_transaction_keeps_no_intent(shop, monkey
     answer = worker.handlers["purchase.request_payment"].handler(job)
     assert "lease ran out" in answer["skipped"]
     assert ("reserved", None) == (
-        shop.purchases.get(purchase.id).state,
-        shop.purchases.get(purchase.id).payment,
+        shop.services.purchases.get(purchase.id).state,
+        shop.services.purchases.get(purchase.id).payment,
     )
     assert 0 == scalar(shop, "SELECT count(*) FROM payments")
-    assert [] == shop.sandbox.ledger()["charges"]
+    assert [] == shop.services.sandbox.ledger()["charges"]
 
 
 def test_a_hold_expiry_asks_the_provider_first(shop):
     """Money taken, the engine never told: the expiring hold finds it and confirms."""
     purchase = start(shop, "pm_late")
     steps(shop, "purchase.request_payment").run(burst=True)
-    with shop.sandbox.db.engine.begin() as conn:  # the transfer completes, its webhook is lost
+    with (
+        shop.services.sandbox.db.engine.begin() as conn
+    ):  # the transfer completes, its webhook is lost
         conn.exec_driver_sql(
             "UPDATE sandbox_charges SET status = 'succeeded', charged_minor = amount_minor"
         )
         conn.exec_driver_sql("DELETE FROM sandbox_webhooks")
     make_due(shop, f"timer:{purchase.id}:2")
     Worker(shop.db, Handlers([timer_kind(shop)]), listen=False).run(burst=True)
-    after = shop.purchases.get(purchase.id)
+    after = shop.services.purchases.get(purchase.id)
     assert ("confirmed", "succeeded") == (after.state, after.payment["status"])
 
 
@@ -209,7 +213,7 @@ def test_a_completion_without_its_fence_is_caught_by_verify(shop, monkeypatch):
     _fence_checks_nothing(shop, monkeypatch)  # the bug under test
     owned, _ = Queue(shop.db).complete_with(job, answer.apply)
     assert owned  # the broken fence let the stale worker write...
-    assert "confirmed" == shop.purchases.get(purchase.id).state
+    assert "confirmed" == shop.services.purchases.get(purchase.id).state
     broken = {i.name: i.problems for i in verify(shop).invariants if i.problems}
     assert "fencing" in broken  # ...and the witness caught it
     assert "after its lease expired" in broken["fencing"][0]

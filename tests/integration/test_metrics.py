@@ -31,7 +31,7 @@ from tests.purchases import settle
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=30, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=30, price="49.00", currency="EUR")
     return engine
 
 
@@ -41,7 +41,7 @@ def url_of(engine):
 
 def buy(shop, n, methods=("pm_ok", "pm_declined", "pm_timeout_after_charge"), first=0):
     for i in range(first, first + n):
-        shop.purchases.start(
+        shop.services.purchases.start(
             operation_id=f"op-{i}",
             intensive_id="js",
             student_id=f"s-{i}",
@@ -175,7 +175,14 @@ def test_saga_workers_counters_add_up_across_processes_to_what_the_database_hold
     url = url_of(shop)
     command = [
         *(sys.executable, "-m", "saga", "worker", "--concurrency", "2", "--db", url),
-        *("--sandbox-db", shop.sandbox_url, "--metrics-port", "0", "--poll-interval", "0.2"),
+        *(
+            "--sandbox-db",
+            shop.services.sandbox_url,
+            "--metrics-port",
+            "0",
+            "--poll-interval",
+            "0.2",
+        ),
         *("--log-level", "error"),
     ]
     with subprocess.Popen(

@@ -22,7 +22,7 @@ TRIES = 3
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     return engine
 
 
@@ -32,7 +32,7 @@ def stopped_at_once(shop, command: str) -> tuple[int, str]:
     env = {**os.environ, "SAGA_WEBHOOK_SECRET_SANDBOX": SECRET}
     argv = [
         *(sys.executable, "-m", "saga", *command.split(), "--port", "0", "--db", url),
-        *("--sandbox-db", shop.sandbox_url, "--log-level", "error"),
+        *("--sandbox-db", shop.services.sandbox_url, "--log-level", "error"),
     ]
     with subprocess.Popen(
         argv, stderr=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import shutil
+from types import SimpleNamespace
 
 import pytest
 
@@ -32,7 +33,7 @@ ENROLLMENT = ("--app", "saga.examples.enrollment:app")
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     return engine
 
 
@@ -47,7 +48,7 @@ def school(db_url):
 
 def unknown_purchase(shop):
     """A purchase whose payment outcome is unknown: in reconciliation, with an open item."""
-    purchase = shop.purchases.start(
+    purchase = shop.services.purchases.start(
         operation_id="op-1", intensive_id="js", student_id="s-1", hold_seconds=600
     ).purchase
     shop.sagas.fire(purchase.id, "payment_outcome_unknown", actor="worker")
@@ -110,7 +111,7 @@ def test_instances_fire_cannot_confirm_a_purchase_in_reconciliation(shop, db_url
 
 def test_instances_fire_cannot_forge_a_timer_or_provider_answer(shop, db_url, capsys):
     """A forged expiry saying "paid", or a forged payment, would confirm: refused to operators."""
-    purchase = shop.purchases.start(
+    purchase = shop.services.purchases.start(
         operation_id="op-2", intensive_id="js", student_id="s-2", hold_seconds=600
     ).purchase
     paid = json.dumps({"provider_status": "paid", "amount_minor": 4900, "currency": "EUR"})
@@ -269,7 +270,12 @@ def test_recon_resolve_is_the_door_and_its_judge_decides(school, db_url, capsys)
 def test_outcomes_without_a_judge_are_refused_when_opened(db_url):
     """No judge and no word about it: the silent case is refused, naming both ways out."""
     policy = dataclasses.replace(enrollment_app.RECON, judge=None)
-    app = dataclasses.replace(enrollment_app.app, recon=policy, services=lambda ctx: {})
+
+    # A service called "judge" is no judge: the policy names its own, nothing is found by name.
+    def services(ctx):
+        return SimpleNamespace(judge=enrollment_app.EnvelopeJudge(ctx))
+
+    app = dataclasses.replace(enrollment_app.app, recon=policy, services=services)
     with pytest.raises(ApplicationError, match=r"no judge: name one .*unchecked=True"):
         Engine(db_url, app=app, check_schema=False)
     both = dataclasses.replace(recon_kinds_app.EXPENSE_RECON, judge=recon_kinds_app.BankJudge)
@@ -391,8 +397,8 @@ def test_an_unannotated_observation_without_to_json_is_refused_at_the_decision(d
 
 
 def test_a_single_policy_still_covers_the_kinds_with_its_state(db_url):
-    """The older form: Application(recon=one_policy) and a `judge` service."""
+    """Application(recon=one_policy) covers every kind with its state, judged by its judge."""
     with Engine(db_url, app=enrollment_app.app, check_schema=False) as engine:
         assert ["enrollment"] == list(engine.recon.policies)
         assert engine.recon.policy is enrollment_app.RECON
-        assert engine.recon.judge_for("enrollment") is engine.judge
+        assert isinstance(engine.recon.judge_for("enrollment"), enrollment_app.EnvelopeJudge)

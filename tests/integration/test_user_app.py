@@ -127,8 +127,8 @@ class TestInstances:
 
     def test_cancel_takes_the_kinds_cancel_transition(self, engine, db_url, capsys):
         """A purchase cancelled through instances: its declared cancel transition."""
-        engine.catalogue.add("js", seats=1, price="10.00", currency="EUR")
-        purchase = engine.purchases.start(
+        engine.services.catalogue.add("js", seats=1, price="10.00", currency="EUR")
+        purchase = engine.services.purchases.start(
             operation_id="op-1", intensive_id="js", student_id="s1", hold_seconds=600
         ).purchase
         code, moved = cli_json(
@@ -144,7 +144,7 @@ class TestInstances:
             db_url,
         )
         assert (0, "cancelled") == (code, moved["state"])
-        assert 1 == engine.catalogue.get("js").free
+        assert 1 == engine.services.catalogue.get("js").free
 
     def test_bad_payload_and_unknown_ids(self, approvals, db_url, capsys):
         """A payload that is not a JSON object exits 2; an unknown saga exits 4."""
@@ -161,7 +161,7 @@ class TestInstances:
 
 def test_stats_carry_the_applications_own_figures(engine, db_url, capsys):
     """The purchase adds its seats per intensive to saga stats; another app, its name."""
-    engine.catalogue.add("js", seats=3, price="10.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="10.00", currency="EUR")
     code, stats = cli_json(capsys, "stats", "--db", db_url)
     assert (0, "purchase") == (code, stats["application"]["name"])
     assert {"held": 0, "taken": 0, "free": 3} == stats["application"]["intensives"]["js"]

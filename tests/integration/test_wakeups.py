@@ -92,10 +92,12 @@ def test_a_new_saga_wakes_the_workers_of_its_queue(postgres_url):
     with Engine(postgres_url, check_schema=False) as setup:
         setup.upgrade()
     with Engine(postgres_url) as engine:
-        engine.catalogue.add("js", seats=2, price="49.00", currency="EUR")
+        engine.services.catalogue.add("js", seats=2, price="49.00", currency="EUR")
         conn = listener(postgres_url)
         try:
-            engine.purchases.start(operation_id="op-1", intensive_id="js", student_id="s-1")
+            engine.services.purchases.start(
+                operation_id="op-1", intensive_id="js", student_id="s-1"
+            )
             # At least one: the channel is the database's, other tests may use it too.
             assert received(conn, "purchase")
         finally:

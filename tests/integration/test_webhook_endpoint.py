@@ -38,7 +38,7 @@ SECRET = "whsec_test_0123456789"
 
 @pytest.fixture
 def shop(engine):
-    engine.catalogue.add("js", seats=3, price="49.00", currency="EUR")
+    engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")
     return engine
 
 
@@ -60,8 +60,8 @@ def paid_at_provider(shop):
     """A purchase whose payment the provider holds as pending, then settles on its side."""
     purchase = start(shop, "pm_late")
     steps(shop, "purchase.request_payment").run(burst=True)
-    payment_id = shop.purchases.get(purchase.id).payment["payment_id"]
-    with shop.sandbox.db.engine.begin() as conn:
+    payment_id = shop.services.purchases.get(purchase.id).payment["payment_id"]
+    with shop.services.sandbox.db.engine.begin() as conn:
         conn.execute(
             sa.text(
                 "UPDATE sandbox_charges SET status = 'succeeded', charged_minor = amount_minor "
@@ -91,7 +91,7 @@ def test_a_signed_event_is_applied_and_answered_200(shop, client):
     purchase, payment_id = paid_at_provider(shop)
     answer = post(client, succeeded(payment_id))
     assert (200, "applied") == (answer.status_code, answer.json["outcome"])
-    assert "confirmed" == shop.purchases.get(purchase.id).state
+    assert "confirmed" == shop.services.purchases.get(purchase.id).state
     assert [] == refusals(shop)
 
 
@@ -126,7 +126,7 @@ def test_a_bad_signature_is_refused_with_400_recorded_and_changes_nothing(
     answer = post(client, succeeded(payment_id), **how)
     assert (400, reason) == (answer.status_code, answer.json["refused"])
     assert before == dump(shop)
-    assert "payment_pending" == shop.purchases.get(purchase.id).state
+    assert "payment_pending" == shop.services.purchases.get(purchase.id).state
     assert [("sandbox", reason)] == refusals(shop)
 
 
@@ -177,10 +177,10 @@ def test_the_same_event_id_with_other_content_is_409_and_not_applied(shop, clien
     """A conflict is recorded by the inbox, never applied; the sender hears 409."""
     purchase, payment_id = paid_at_provider(shop)
     post(client, {**succeeded(payment_id), "type": "payment.failed"})
-    state = shop.purchases.get(purchase.id).state
+    state = shop.services.purchases.get(purchase.id).state
     answer = post(client, succeeded(payment_id))
     assert (409, True) == (answer.status_code, answer.json["conflict"])
-    assert state == shop.purchases.get(purchase.id).state
+    assert state == shop.services.purchases.get(purchase.id).state
 
 
 def test_an_event_no_purchase_knows_yet_is_kept_and_answered_404(shop, client):
@@ -210,7 +210,7 @@ def test_a_provider_that_cannot_be_asked_is_503_and_nothing_is_stored(shop, clie
             msg = f"connection refused asking about {key}"
             raise ConnectionError(msg)
 
-    monkeypatch.setattr(shop.inbox, "provider", Unreachable)
+    monkeypatch.setattr(shop.services.inbox, "provider", Unreachable)
     before = dump(shop)
     answer = post(client, succeeded(payment_id))
     assert (503, "5") == (answer.status_code, answer.headers["Retry-After"])
@@ -261,7 +261,7 @@ def serving(shop, secret=SECRET):
     env = {**os.environ, "SAGA_WEBHOOK_SECRET_SANDBOX": secret}
     command = [
         *(sys.executable, "-m", "saga", "webhook", "serve", "--port", "0", "--db", url),
-        *("--sandbox-db", shop.sandbox_url, "--log-level", "error"),
+        *("--sandbox-db", shop.services.sandbox_url, "--log-level", "error"),
     ]
     with subprocess.Popen(
         command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env
@@ -285,7 +285,7 @@ def test_saga_webhook_serve_answers_over_http_and_stops_on_sigterm(shop):
         signature = sign(SECRET, raw, timestamp=int(time.time())).value
         assert 200 == http_post(host, port, raw, {SIGNATURE_HEADER: signature})
         assert 400 == http_post(host, port, raw, {})
-        assert "confirmed" == shop.purchases.get(purchase.id).state
+        assert "confirmed" == shop.services.purchases.get(purchase.id).state
 
 
 def work_through_http(shop, host, port, secret):
@@ -299,7 +299,7 @@ def work_through_http(shop, host, port, secret):
     done = subprocess.run(
         [
             *(sys.executable, "-m", "saga", "worker", "--burst", "--db", url),
-            *("--sandbox-db", shop.sandbox_url, "--log-level", "error"),
+            *("--sandbox-db", shop.services.sandbox_url, "--log-level", "error"),
         ],
         env=env,
         capture_output=True,
@@ -316,10 +316,10 @@ def test_the_sandbox_signs_its_webhooks_and_sends_them_over_http(shop):
     purchase = start(shop, "pm_duplicate_webhooks")
     with serving(shop) as (host, port):
         work_through_http(shop, host, port, SECRET)
-    assert "confirmed" == shop.purchases.get(purchase.id).state
+    assert "confirmed" == shop.services.purchases.get(purchase.id).state
     assert rows(shop, "SELECT event_id FROM inbox")
     assert [] == refusals(shop)
-    assert None is shop.sandbox.next_webhook_in()
+    assert None is shop.services.sandbox.next_webhook_in()
 
 
 @pytest.mark.slow
@@ -328,10 +328,12 @@ def test_a_sandbox_with_the_wrong_secret_is_refused_and_keeps_its_webhooks(shop)
     purchase = start(shop, "pm_ok")
     with serving(shop) as (host, port):
         work_through_http(shop, host, port, "whsec_not_the_servers")
-    assert "confirmed" == shop.purchases.get(purchase.id).state  # the create answer said so
+    assert (
+        "confirmed" == shop.services.purchases.get(purchase.id).state
+    )  # the create answer said so
     assert [] == rows(shop, "SELECT event_id FROM inbox")
     assert {("sandbox", "mismatch")} == set(refusals(shop))
-    assert shop.sandbox.next_webhook_in() is not None
+    assert shop.services.sandbox.next_webhook_in() is not None
 
 
 @pytest.mark.parametrize(

@@ -54,7 +54,7 @@ def worker(url, *extra, burst=False):
         "--db",
         url,
         "--app",
-        "tests.queue_app:handlers",
+        "tests.queue_app:app",
         "--log-level",
         "info",
         "--poll-interval",
@@ -180,7 +180,7 @@ def test_postgres_workers_wake_on_notify(postgres_url):
         "--db",
         postgres_url,
         "--app",
-        "tests.queue_app:handlers",
+        "tests.queue_app:app",
         "--poll-interval",
         "60",
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -86,7 +87,7 @@ class TestSplitStatements:
         assert statements[0].endswith("END")
 
 
-BUNDLED = [SqlComponent.bundled(name) for name in ("engine", "purchase", "sandbox")]
+BUNDLED = [SqlComponent.bundled(name) for name in ("engine", "purchase", "sandbox", "testing")]
 by_name = pytest.mark.parametrize("component", BUNDLED, ids=lambda c: c.name)
 
 
@@ -168,3 +169,30 @@ def test_a_component_name_is_snake_case(tmp_path):
     """The name is recorded beside each migration: it must be a plain identifier."""
     with pytest.raises(ValueError, match="snake_case"):
         SqlComponent(name="My App", root=tmp_path)
+
+
+SAGA = Path(__file__).resolve().parents[2] / "saga"
+
+
+@pytest.mark.parametrize("name", ["engine", "purchase", "sandbox"])
+def test_every_production_query_is_run_by_production_code(name):
+    """A query only tests (or nobody) run is no part of the shipped SQL: tests keep their own."""
+    source = "\n".join(p.read_text(encoding="utf-8") for p in SAGA.rglob("*.py"))
+    # Names built at run time: f"prune_{target}" runs prune_jobs, prune_inbox, ...
+    prefixes = set(re.findall(r'f"([a-z_]+)\{', source))
+    unused = [
+        query
+        for dialect in DIALECTS
+        for query in SqlComponent.bundled(name).queries(dialect)
+        if f'"{query}"' not in source and not any(query.startswith(p) for p in prefixes)
+    ]
+    assert [] == sorted(set(unused))
+
+
+def test_the_test_clocks_queries_are_not_the_engines():
+    """saga.testing's guard switches live apart: no engine transaction can run them by name."""
+    testing = SqlComponent.bundled("testing")
+    for dialect in DIALECTS:
+        assert {"suspend_audit_guard", "restore_audit_guard"} == set(testing.queries(dialect))
+        assert not set(testing.queries(dialect)) & set(ENGINE.queries(dialect))
+        assert not [q for q in ENGINE.queries(dialect) if "testing" in q]

@@ -54,7 +54,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _add(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args) as engine:
-        intensive, created = engine.catalogue.add(
+        intensive, created = engine.services.catalogue.add(
             args.id, seats=args.seats, price=args.price, currency=args.currency
         )
     if out.as_json:
@@ -67,7 +67,7 @@ def _add(args: argparse.Namespace, out: Output) -> int:
 
 def _show(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args, create=False) as engine:
-        intensive = engine.catalogue.get(args.id)
+        intensive = engine.services.catalogue.get(args.id)
     if out.as_json:
         out.json(intensive.to_json())
     else:
@@ -77,7 +77,7 @@ def _show(args: argparse.Namespace, out: Output) -> int:
 
 def _list(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args, create=False) as engine:
-        intensives = engine.catalogue.list(limit=args.limit)
+        intensives = engine.services.catalogue.list(limit=args.limit)
     if out.as_json:
         out.json([intensive.to_json() for intensive in intensives])
         return EXIT_OK

@@ -103,7 +103,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 def _start(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args) as engine:
-        result = engine.purchases.start(
+        result = engine.services.purchases.start(
             operation_id=args.operation_id,
             intensive_id=args.intensive,
             student_id=args.student,
@@ -121,7 +121,7 @@ def _start(args: argparse.Namespace, out: Output) -> int:
 
 def _show(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args, create=False) as engine:
-        purchase = engine.purchases.get(args.id)
+        purchase = engine.services.purchases.get(args.id)
         money = summary_of(engine, purchase.id)
     if out.as_json:
         out.json({**purchase.to_json(), "money": None if money is None else money.to_json()})
@@ -163,7 +163,7 @@ def _list(args: argparse.Namespace, out: Output) -> int:
 
     _validation.whole_number("limit", args.limit, minimum=1, maximum=LIST_MAX)
     with open_engine(args, create=False) as engine:
-        purchases = engine.purchases.list(
+        purchases = engine.services.purchases.list(
             state=args.state, intensive_id=args.intensive, limit=args.limit + 1
         )
     if len(purchases) > args.limit:
@@ -187,8 +187,8 @@ def _list(args: argparse.Namespace, out: Output) -> int:
 
 def _cancel(args: argparse.Namespace, out: Output) -> int:
     with open_engine(args) as engine:
-        engine.purchases.cancel(args.id, reason=args.reason)
-        purchase = engine.purchases.get(args.id)
+        engine.services.purchases.cancel(args.id, reason=args.reason)
+        purchase = engine.services.purchases.get(args.id)
     if out.as_json:
         out.json(purchase.to_json())
     else:

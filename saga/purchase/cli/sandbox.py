@@ -23,7 +23,7 @@ def _ledger(args: argparse.Namespace, out: Output) -> int:
     from saga.purchase.money import format_minor
 
     with open_engine(args, create=False) as engine:
-        ledger = engine.sandbox.ledger()
+        ledger = engine.services.sandbox.ledger()
     charges = [
         {
             "payment_id": c["payment_id"],

@@ -60,7 +60,7 @@ def _deliver(args: argparse.Namespace, out: Output) -> int:
         refund_id=args.refund,
     )
     with open_engine(args) as engine:
-        delivery = engine.inbox.deliver(event, source="cli")
+        delivery = engine.services.inbox.deliver(event, source="cli")
     if out.as_json:
         out.json(delivery.to_json())
     elif delivery.conflict:

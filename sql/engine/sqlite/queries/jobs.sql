@@ -38,13 +38,6 @@ SELECT :queue;
 -- Forget one job that has not started (what it was for no longer matters).
 DELETE FROM jobs WHERE id = :id AND state = 'pending';
 
--- name: list_saga_jobs
--- The jobs of one saga, live and finished, oldest first.
-SELECT id, queue, kind, state, attempts, created_at FROM jobs WHERE saga_id = :saga_id
-UNION ALL
-SELECT id, queue, kind, state, attempts, created_at FROM job_archive WHERE saga_id = :saga_id
-ORDER BY created_at, id;
-
 -- name: job_digests
 -- The fingerprints of accepted jobs, live or finished.
 SELECT id, kind, digest, state FROM jobs WHERE id IN (SELECT value FROM json_each(:ids))

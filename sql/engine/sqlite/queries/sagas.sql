@@ -93,10 +93,6 @@ RETURNING operation_id;
 SELECT operation_id, kind, digest, saga_id, created_at
 FROM saga_operations WHERE operation_id = :operation_id;
 
--- name: operation_of_saga
--- The operation id that created a saga.
-SELECT operation_id FROM saga_operations WHERE saga_id = :saga_id;
-
 -- name: list_sagas
 -- Sagas of any kind, newest first, optionally of one kind and one state.
 SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,

@@ -1,6 +1,7 @@
 -- What `saga chaos` reads besides the public services: the provider events
 -- the inbox took (to deliver some again, late and out of order), and the
--- events the outbox holds (to find any the consumer never received).
+-- events the outbox holds (to find any the consumer never received); and its
+-- faults, run only on the database it drives.
 
 -- name: chaos_delivered_events
 -- The provider's events the engine's inbox took from the sandbox, newest first.
@@ -14,6 +15,10 @@ LIMIT :limit;
 -- Every event id in the outbox, and whether the relay published it.
 SELECT event_id, published_at IS NOT NULL AS published
 FROM outbox;
+
+-- name: chaos_terminate_sessions
+-- An embedded database has no sessions to end: nothing is terminated.
+SELECT 0 AS terminated WHERE :application_name IS NOT NULL OR 1 = 1;
 
 -- name: chaos_outbox_rows
 -- The outbox's events after :after (by row id), as a consumer receives them.
