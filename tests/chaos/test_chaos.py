@@ -152,7 +152,8 @@ CAUGHT = {
     "outbox_after_commit": ("invariants", "outbox"),
     "sqlite_deferred_begin": ("must_be_zero", "writes_rerun_after_lock_errors"),
 }
-# CI runs the quickest, every time; the rest are marked slow.
+# CI runs the quickest, every time; the rest are soaks (`pytest -m soak`):
+# the table of docs/chaos.md is theirs.
 IN_CI = (
     "no_seat_guard",
     "no_seat_release",
@@ -173,7 +174,10 @@ def caught(report, section, name):
 
 @pytest.mark.parametrize(
     "mutant",
-    [m if m in IN_CI else pytest.param(m, marks=pytest.mark.slow) for m in sorted(CAUGHT)],
+    [
+        m if m in IN_CI else pytest.param(m, marks=[pytest.mark.slow, pytest.mark.soak])
+        for m in sorted(CAUGHT)
+    ],
 )
 def test_the_harness_catches_the_engine_broken_on_purpose(postgres_url, tmp_path, mutant):
     """Each guard removed makes the run fail, on the check that guards it."""

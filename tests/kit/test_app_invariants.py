@@ -31,7 +31,7 @@ def url_of(backend):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.soak)])
 def test_the_applications_own_invariant_is_checked_without_being_passed(backend):
     """run_saga_test(app) alone finds the broken rule, named as `saga verify` names it."""
     with pytest.raises(AssertionError, match=r"never_escalated: approval \S+ is escalated"):

@@ -21,6 +21,7 @@ from tests.payout_app import expense_app
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 @pytest.mark.parametrize("name", sorted(bugs()))
 def test_each_seeded_bug_is_found_within_100_examples(name):
     """
@@ -68,6 +69,7 @@ def test_the_coverage_is_reported_on_postgresql(capsys):
 
 
 @pytest.mark.slow
+@pytest.mark.soak
 def test_a_default_run_reaches_more_of_the_expense_than_the_plain_rules():
     """The payout application: its steps', timer's and checker's arrows."""
     guided = run_saga_test(expense_app(), seed=0, **PAYOUT_OPTIONS)
