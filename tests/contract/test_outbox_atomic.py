@@ -130,4 +130,5 @@ def test_the_tests_above_fail_on_an_engine_that_writes_the_event_after_the_commi
     )
     assert 1 == done.returncode, done.stdout[-3000:] + done.stderr[-3000:]
     assert "2 failed" in done.stdout, done.stdout[-3000:]
-    assert done.stdout.count("DID NOT RAISE") == 2, done.stdout[-3000:]
+    # One summary line per test (-ra), each failing for the change that survived.
+    assert done.stdout.count("- Failed: DID NOT RAISE") == 2, done.stdout[-3000:]
