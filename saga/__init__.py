@@ -23,30 +23,41 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first use
     from saga import codec, exceptions, validation  # public modules of helpers
     from saga.core.app import Application, load_app
-    from saga.core.backoff import Backoff
-    from saga.core.checker import Checker, Verdict
-    from saga.core.consumer import Consumer
-    from saga.core.db import Database, Tx, normalize_url
-    from saga.core.dlq import DeadLetters
-    from saga.core.dlq import Filter as DeadLetterFilter
     from saga.core.engine import Engine, default_registry
     from saga.core.faults import CRASH_POINTS, crash_point
-    from saga.core.fleet import FleetReport, WorkerFleet
-    from saga.core.handlers import Apply, Handlers, JobKind, Step, classify_error, error_text
-    from saga.core.inbox import Applied, Delivery, Message, Observed, Observer, Route, by_saga_id
-    from saga.core.invariants import Invariant, Report
-    from saga.core.jobs import NewJob, enqueue_in
     from saga.core.logs import get_logger
+    from saga.core.messages.consumer import Consumer
+    from saga.core.messages.inbox import (
+        Applied,
+        Delivery,
+        Message,
+        Observed,
+        Observer,
+        Route,
+        by_saga_id,
+    )
+    from saga.core.messages.netfault import Outage
+    from saga.core.messages.outbox import Emit, Event
+    from saga.core.messages.rabbitmq import consume as consume_events
+    from saga.core.messages.rabbitmq import declare as declare_events_queue
+    from saga.core.messages.rabbitmq import remove as remove_exchange
+    from saga.core.messages.relay import Publisher, Relay, Subscribers
+    from saga.core.messages.signatures import SignatureRefused
+    from saga.core.messages.signatures import check as check_signature
+    from saga.core.messages.signatures import sign as sign_webhook
+    from saga.core.messages.webhooks import WebhookDoor
     from saga.core.metrics import record_provider_call
-    from saga.core.money import MoneySummary, Movement
-    from saga.core.netfault import Outage
-    from saga.core.outbox import Emit, Event
-    from saga.core.pollers import Poller
-    from saga.core.queue import Job, Queue, fence_in, fenced
-    from saga.core.rabbitmq import consume as consume_events
-    from saga.core.rabbitmq import declare as declare_events_queue
-    from saga.core.rabbitmq import remove as remove_exchange
-    from saga.core.recon import (
+    from saga.core.ops.invariants import Invariant, Report
+    from saga.core.ops.stats import collect as collect_stats
+    from saga.core.ops.verify import verify
+    from saga.core.queue.backoff import Backoff
+    from saga.core.queue.dead_letters import DeadLetters
+    from saga.core.queue.dead_letters import Filter as DeadLetterFilter
+    from saga.core.queue.jobs import NewJob, enqueue_in
+    from saga.core.queue.kinds import Apply, Handlers, JobKind, Step, classify_error, error_text
+    from saga.core.queue.leases import Job, Queue, fence_in, fenced
+    from saga.core.recon.checker import Checker, Verdict
+    from saga.core.recon.items import (
         ContradictedDecision,
         Decision,
         Judge,
@@ -57,9 +68,8 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
         open_review,
         record_observation,
     )
-    from saga.core.records import SagaRecord, TransitionRecord
-    from saga.core.relay import Publisher, Relay, Subscribers
-    from saga.core.sagas import (
+    from saga.core.sagas.money import MoneySummary, Movement
+    from saga.core.sagas.transitions import (
         Change,
         Context,
         Fired,
@@ -73,15 +83,13 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
         history_in,
         lock_in,
     )
-    from saga.core.signatures import SignatureRefused
-    from saga.core.signatures import check as check_signature
-    from saga.core.signatures import sign as sign_webhook
-    from saga.core.sqlfiles import SqlComponent
-    from saga.core.stats import collect as collect_stats
-    from saga.core.supervisor import WorkerOptions
-    from saga.core.verify import verify
-    from saga.core.webhooks import WebhookDoor
-    from saga.core.worker import Worker
+    from saga.core.store.db import Database, Tx, normalize_url
+    from saga.core.store.records import SagaRecord, TransitionRecord
+    from saga.core.store.sqlfiles import SqlComponent
+    from saga.core.workers.fleet import FleetReport, WorkerFleet
+    from saga.core.workers.pollers import Poller
+    from saga.core.workers.supervisor import WorkerOptions
+    from saga.core.workers.worker import Worker
     from saga.exceptions import SagaError
     from state_machine import (
         OPERATOR,
@@ -102,108 +110,108 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
 # name is used, so ``saga --help`` and light commands never load SQLAlchemy.
 _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Application": ("saga.core.app", "Application"),
-    "DeadLetterFilter": ("saga.core.dlq", "Filter"),
-    "DeadLetters": ("saga.core.dlq", "DeadLetters"),
+    "DeadLetterFilter": ("saga.core.queue.dead_letters", "Filter"),
+    "DeadLetters": ("saga.core.queue.dead_letters", "DeadLetters"),
     "CRASH_POINTS": ("saga.core.faults", "CRASH_POINTS"),
-    "FleetReport": ("saga.core.fleet", "FleetReport"),
-    "Outage": ("saga.core.netfault", "Outage"),
-    "WorkerFleet": ("saga.core.fleet", "WorkerFleet"),
-    "WorkerOptions": ("saga.core.supervisor", "WorkerOptions"),
-    "consume_events": ("saga.core.rabbitmq", "consume"),
-    "declare_events_queue": ("saga.core.rabbitmq", "declare"),
-    "remove_exchange": ("saga.core.rabbitmq", "remove"),
-    "Apply": ("saga.core.handlers", "Apply"),
-    "Backoff": ("saga.core.backoff", "Backoff"),
-    "Change": ("saga.core.sagas", "Change"),
-    "Checker": ("saga.core.checker", "Checker"),
-    "Consumer": ("saga.core.consumer", "Consumer"),
-    "Context": ("saga.core.sagas", "Context"),
-    "ContradictedDecision": ("saga.core.recon", "ContradictedDecision"),
-    "Database": ("saga.core.db", "Database"),
-    "Decision": ("saga.core.recon", "Decision"),
-    "Emit": ("saga.core.outbox", "Emit"),
+    "FleetReport": ("saga.core.workers.fleet", "FleetReport"),
+    "Outage": ("saga.core.messages.netfault", "Outage"),
+    "WorkerFleet": ("saga.core.workers.fleet", "WorkerFleet"),
+    "WorkerOptions": ("saga.core.workers.supervisor", "WorkerOptions"),
+    "consume_events": ("saga.core.messages.rabbitmq", "consume"),
+    "declare_events_queue": ("saga.core.messages.rabbitmq", "declare"),
+    "remove_exchange": ("saga.core.messages.rabbitmq", "remove"),
+    "Apply": ("saga.core.queue.kinds", "Apply"),
+    "Backoff": ("saga.core.queue.backoff", "Backoff"),
+    "Change": ("saga.core.sagas.transitions", "Change"),
+    "Checker": ("saga.core.recon.checker", "Checker"),
+    "Consumer": ("saga.core.messages.consumer", "Consumer"),
+    "Context": ("saga.core.sagas.transitions", "Context"),
+    "ContradictedDecision": ("saga.core.recon.items", "ContradictedDecision"),
+    "Database": ("saga.core.store.db", "Database"),
+    "Decision": ("saga.core.recon.items", "Decision"),
+    "Emit": ("saga.core.messages.outbox", "Emit"),
     "Engine": ("saga.core.engine", "Engine"),
-    "Event": ("saga.core.outbox", "Event"),
-    "Fired": ("saga.core.sagas", "Fired"),
-    "Handlers": ("saga.core.handlers", "Handlers"),
-    "Invariant": ("saga.core.invariants", "Invariant"),
-    "Job": ("saga.core.queue", "Job"),
-    "JobKind": ("saga.core.handlers", "JobKind"),
-    "Judge": ("saga.core.recon", "Judge"),
+    "Event": ("saga.core.messages.outbox", "Event"),
+    "Fired": ("saga.core.sagas.transitions", "Fired"),
+    "Handlers": ("saga.core.queue.kinds", "Handlers"),
+    "Invariant": ("saga.core.ops.invariants", "Invariant"),
+    "Job": ("saga.core.queue.leases", "Job"),
+    "JobKind": ("saga.core.queue.kinds", "JobKind"),
+    "Judge": ("saga.core.recon.items", "Judge"),
     "Machine": ("state_machine", "Machine"),
-    "Message": ("saga.core.inbox", "Message"),
-    "MoneySummary": ("saga.core.money", "MoneySummary"),
-    "Movement": ("saga.core.money", "Movement"),
-    "NewJob": ("saga.core.jobs", "NewJob"),
+    "Message": ("saga.core.messages.inbox", "Message"),
+    "MoneySummary": ("saga.core.sagas.money", "MoneySummary"),
+    "Movement": ("saga.core.sagas.money", "Movement"),
+    "NewJob": ("saga.core.queue.jobs", "NewJob"),
     "OPERATOR": ("state_machine", "OPERATOR"),
-    "Observation": ("saga.core.recon", "Observation"),
+    "Observation": ("saga.core.recon.items", "Observation"),
     "RECONCILIATION": ("state_machine", "RECONCILIATION"),
     "ROUTE": ("state_machine", "ROUTE"),
     "STEP": ("state_machine", "STEP"),
     "TIMER": ("state_machine", "TIMER"),
     "OutcomeUnknown": ("steps", "OutcomeUnknown"),
     "PermanentError": ("steps", "PermanentError"),
-    "Poller": ("saga.core.pollers", "Poller"),
-    "Publisher": ("saga.core.relay", "Publisher"),
-    "Queue": ("saga.core.queue", "Queue"),
-    "ReconHook": ("saga.core.recon", "ReconHook"),
-    "ReconItem": ("saga.core.recon", "ReconItem"),
-    "ReconPolicy": ("saga.core.recon", "ReconPolicy"),
-    "Registry": ("saga.core.sagas", "Registry"),
-    "Relay": ("saga.core.relay", "Relay"),
-    "Report": ("saga.core.invariants", "Report"),
-    "Route": ("saga.core.inbox", "Route"),
-    "Observed": ("saga.core.inbox", "Observed"),
-    "Observer": ("saga.core.inbox", "Observer"),
-    "Applied": ("saga.core.inbox", "Applied"),
-    "Delivery": ("saga.core.inbox", "Delivery"),
+    "Poller": ("saga.core.workers.pollers", "Poller"),
+    "Publisher": ("saga.core.messages.relay", "Publisher"),
+    "Queue": ("saga.core.queue.leases", "Queue"),
+    "ReconHook": ("saga.core.recon.items", "ReconHook"),
+    "ReconItem": ("saga.core.recon.items", "ReconItem"),
+    "ReconPolicy": ("saga.core.recon.items", "ReconPolicy"),
+    "Registry": ("saga.core.sagas.transitions", "Registry"),
+    "Relay": ("saga.core.messages.relay", "Relay"),
+    "Report": ("saga.core.ops.invariants", "Report"),
+    "Route": ("saga.core.messages.inbox", "Route"),
+    "Observed": ("saga.core.messages.inbox", "Observed"),
+    "Observer": ("saga.core.messages.inbox", "Observer"),
+    "Applied": ("saga.core.messages.inbox", "Applied"),
+    "Delivery": ("saga.core.messages.inbox", "Delivery"),
     "SagaError": ("saga.exceptions", "SagaError"),
-    "SagaHook": ("saga.core.sagas", "SagaHook"),
-    "SagaRecord": ("saga.core.records", "SagaRecord"),
-    "Sagas": ("saga.core.sagas", "Sagas"),
-    "SqlComponent": ("saga.core.sqlfiles", "SqlComponent"),
-    "Started": ("saga.core.sagas", "Started"),
-    "Starter": ("saga.core.sagas", "Starter"),
+    "SagaHook": ("saga.core.sagas.transitions", "SagaHook"),
+    "SagaRecord": ("saga.core.store.records", "SagaRecord"),
+    "Sagas": ("saga.core.sagas.transitions", "Sagas"),
+    "SqlComponent": ("saga.core.store.sqlfiles", "SqlComponent"),
+    "Started": ("saga.core.sagas.transitions", "Started"),
+    "Starter": ("saga.core.sagas.transitions", "Starter"),
     "State": ("state_machine", "State"),
-    "Step": ("saga.core.handlers", "Step"),
+    "Step": ("saga.core.queue.kinds", "Step"),
     "StepError": ("steps", "StepError"),
-    "Subscribers": ("saga.core.relay", "Subscribers"),
+    "Subscribers": ("saga.core.messages.relay", "Subscribers"),
     "Timeout": ("state_machine", "Timeout"),
     "TransientError": ("steps", "TransientError"),
     "Transition": ("state_machine", "Transition"),
-    "TransitionRecord": ("saga.core.records", "TransitionRecord"),
-    "Tx": ("saga.core.db", "Tx"),
-    "Verdict": ("saga.core.checker", "Verdict"),
-    "Worker": ("saga.core.worker", "Worker"),
-    "by_saga_id": ("saga.core.inbox", "by_saga_id"),
-    "classify_error": ("saga.core.handlers", "classify_error"),
+    "TransitionRecord": ("saga.core.store.records", "TransitionRecord"),
+    "Tx": ("saga.core.store.db", "Tx"),
+    "Verdict": ("saga.core.recon.checker", "Verdict"),
+    "Worker": ("saga.core.workers.worker", "Worker"),
+    "by_saga_id": ("saga.core.messages.inbox", "by_saga_id"),
+    "classify_error": ("saga.core.queue.kinds", "classify_error"),
     "codec": ("saga.codec", None),
-    "collect_stats": ("saga.core.stats", "collect"),
+    "collect_stats": ("saga.core.ops.stats", "collect"),
     "crash_point": ("saga.core.faults", "crash_point"),
     "default_registry": ("saga.core.engine", "default_registry"),
-    "enqueue_in": ("saga.core.jobs", "enqueue_in"),
-    "error_text": ("saga.core.handlers", "error_text"),
+    "enqueue_in": ("saga.core.queue.jobs", "enqueue_in"),
+    "error_text": ("saga.core.queue.kinds", "error_text"),
     "exceptions": ("saga.exceptions", None),
-    "fence_in": ("saga.core.queue", "fence_in"),
-    "fenced": ("saga.core.queue", "fenced"),
+    "fence_in": ("saga.core.queue.leases", "fence_in"),
+    "fenced": ("saga.core.queue.leases", "fenced"),
     "record_provider_call": ("saga.core.metrics", "record_provider_call"),
-    "SignatureRefused": ("saga.core.signatures", "SignatureRefused"),
-    "check_signature": ("saga.core.signatures", "check"),
-    "sign_webhook": ("saga.core.signatures", "sign"),
-    "WebhookDoor": ("saga.core.webhooks", "WebhookDoor"),
-    "fire_in": ("saga.core.sagas", "fire_in"),
-    "get_in": ("saga.core.sagas", "get_in"),
+    "SignatureRefused": ("saga.core.messages.signatures", "SignatureRefused"),
+    "check_signature": ("saga.core.messages.signatures", "check"),
+    "sign_webhook": ("saga.core.messages.signatures", "sign"),
+    "WebhookDoor": ("saga.core.messages.webhooks", "WebhookDoor"),
+    "fire_in": ("saga.core.sagas.transitions", "fire_in"),
+    "get_in": ("saga.core.sagas.transitions", "get_in"),
     "guard": ("state_machine", "guard"),
-    "history_in": ("saga.core.sagas", "history_in"),
-    "lock_in": ("saga.core.sagas", "lock_in"),
+    "history_in": ("saga.core.sagas.transitions", "history_in"),
+    "lock_in": ("saga.core.sagas.transitions", "lock_in"),
     "get_logger": ("saga.core.logs", "get_logger"),
     "load_app": ("saga.core.app", "load_app"),
-    "normalize_url": ("saga.core.db", "normalize_url"),
-    "open_review": ("saga.core.recon", "open_review"),
-    "record_observation": ("saga.core.recon", "record_observation"),
+    "normalize_url": ("saga.core.store.db", "normalize_url"),
+    "open_review": ("saga.core.recon.items", "open_review"),
+    "record_observation": ("saga.core.recon.items", "record_observation"),
     "to_mermaid": ("state_machine", "to_mermaid"),
     "validation": ("saga.validation", None),
-    "verify": ("saga.core.verify", "verify"),
+    "verify": ("saga.core.ops.verify", "verify"),
 }
 
 

@@ -4,7 +4,7 @@ The test broker: RabbitMQ on the machine, a throwaway exchange per test.
 ``SAGA_TEST_BROKER_URL`` (default the local server, guest/guest).  Without a
 reachable broker the tests are skipped, except under ``CI=true``, where that
 is a failure.  Each test's exchanges and queues carry a unique prefix and are
-deleted afterwards.  :class:`~saga.core.netfault.Outage` is a TCP forwarder
+deleted afterwards.  :class:`~saga.core.messages.netfault.Outage` is a TCP forwarder
 in front of the broker that a test can cut and restore: a real outage, as the
 client sees it.
 """
@@ -17,8 +17,8 @@ import uuid
 
 import pytest
 
-from saga.core.netfault import Outage
-from saga.core.rabbitmq import connect, declare, remove
+from saga.core.messages.netfault import Outage
+from saga.core.messages.rabbitmq import connect, declare, remove
 from saga.exceptions import BrokerUnavailable
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")

@@ -6,8 +6,8 @@ import dataclasses
 import os
 import threading
 
-from saga.core.backoff import Backoff
-from saga.core.handlers import Handlers, JobKind
+from saga.core.queue.backoff import Backoff
+from saga.core.queue.kinds import Handlers, JobKind
 from saga.purchase.app import purchase_app
 
 

@@ -11,8 +11,8 @@ import sqlalchemy as sa
 from sqlalchemy import event
 
 from saga.codec import as_utc
-from saga.core.db import Database
-from saga.core.sqlite_driver import PlainConnection
+from saga.core.store.db import Database
+from saga.core.store.sqlite_driver import PlainConnection
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Mapping
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import pytest
 
     from saga import Engine
-    from saga.core.db import Tx
+    from saga.core.store.db import Tx
 
 # Every table of the engine and of the purchase; dump reads those that exist
 # (an application without the purchase's SQL has none of its tables).

@@ -7,8 +7,8 @@ import time
 
 from saga import Engine
 from saga.cli import main
-from saga.core.queue import Queue
-from saga.core.supervisor import builtin_handlers
+from saga.core.queue.leases import Queue
+from saga.core.workers.supervisor import builtin_handlers
 
 
 def cli(*argv: str) -> int:

@@ -8,7 +8,7 @@ import signal
 import time
 from pathlib import Path
 
-from saga.core.handlers import Handlers, JobKind
+from saga.core.queue.kinds import Handlers, JobKind
 from saga.purchase.app import purchase_app
 
 

@@ -64,7 +64,7 @@ def test_installed_wheel_reads_its_own_sql(wheel, tmp_path):
     """Unpacked alone, the wheel loads its queries from saga/_sql, not from a checkout."""
     zipfile.ZipFile(wheel).extractall(tmp_path)
     code = (
-        "import saga.core.sqlfiles as s; "
+        "import saga.core.store.sqlfiles as s; "
         "print(s._root()); print(len(s.queries('postgres')), len(s.migrations('sqlite')))"
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}

@@ -25,11 +25,11 @@ from pathlib import Path
 import sqlalchemy as sa
 
 from saga import Engine, NewJob
-from saga.core.handlers import Handlers
-from saga.core.operators import Operators
-from saga.core.queue import Queue
-from saga.core.sqlfiles import parse_queries
-from saga.core.worker import Worker
+from saga.core.ops.operators import Operators
+from saga.core.queue.kinds import Handlers
+from saga.core.queue.leases import Queue
+from saga.core.store.sqlfiles import parse_queries
+from saga.core.workers.worker import Worker
 from saga.purchase.steps import PurchaseSteps
 from saga.web import create_app
 

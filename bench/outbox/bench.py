@@ -25,8 +25,8 @@ from psycopg import sql
 
 from saga import Application, Emit, Engine, Machine, Registry, State, Transition
 from saga.core.logs import configure_logging
-from saga.core.outbox import Event
-from saga.core.rabbitmq import body_of, connect, declare_queue, message_properties
+from saga.core.messages.outbox import Event
+from saga.core.messages.rabbitmq import body_of, connect, declare_queue, message_properties
 
 BROKER = "amqp://guest:guest@127.0.0.1:5672/%2F"
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

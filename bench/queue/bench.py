@@ -225,7 +225,7 @@ class Bench:
 
     def claim_latencies(self, samples: int) -> dict[str, Any]:
         from saga import Engine
-        from saga.core.queue import Done, Queue
+        from saga.core.queue.leases import Done, Queue
 
         with Engine(self.dsn) as engine:
             queue = Queue(engine.db)

@@ -45,7 +45,7 @@ def saga_setup(dsn: str) -> None:
 
 def saga_enqueue(dsn: str, jobs: int) -> None:
     from saga import Engine, NewJob
-    from saga.core.queue import Queue
+    from saga.core.queue.leases import Queue
 
     with Engine(dsn) as engine:
         Queue(engine.db).enqueue_many(
@@ -55,8 +55,8 @@ def saga_enqueue(dsn: str, jobs: int) -> None:
 
 def saga_work(dsn: str, gate: Any, options: dict[str, Any]) -> None:
     from saga import Engine
-    from saga.core.handlers import Handlers, JobKind
-    from saga.core.worker import Worker
+    from saga.core.queue.kinds import Handlers, JobKind
+    from saga.core.workers.worker import Worker
 
     with Engine(dsn) as engine:
         worker = Worker(

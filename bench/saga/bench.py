@@ -271,7 +271,7 @@ def load_history(engine: Any, sagas: int) -> None:
     """``sagas`` finished purchases, as the engine leaves them (``history.sql``), then ANALYZE."""
     import sqlalchemy as sa
 
-    from saga.core.sqlfiles import parse_queries
+    from saga.core.store.sqlfiles import parse_queries
 
     started = time.perf_counter()
     queries = parse_queries((HERE / "history.sql").read_text())

@@ -101,7 +101,7 @@ def add_broker_options(parser: argparse.ArgumentParser) -> None:
 
 def broker_url(args: argparse.Namespace) -> str | None:
     """``--broker``, else ``$SAGA_BROKER_URL``: an AMQP URL, with pika installed (else exit 2)."""
-    from saga.core.rabbitmq import BROKER_ENV, checked_url
+    from saga.core.messages.rabbitmq import BROKER_ENV, checked_url
 
     if given := getattr(args, "broker", None):
         return checked_url(given, field="broker")
@@ -112,7 +112,7 @@ def broker_url(args: argparse.Namespace) -> str | None:
 
 def exchange(args: argparse.Namespace) -> str:
     """``--exchange``, else ``$SAGA_EXCHANGE``, else ``saga.events``."""
-    from saga.core.rabbitmq import DEFAULT_EXCHANGE, EXCHANGE_ENV
+    from saga.core.messages.rabbitmq import DEFAULT_EXCHANGE, EXCHANGE_ENV
 
     name = getattr(args, "exchange", None) or os.environ.get(EXCHANGE_ENV) or DEFAULT_EXCHANGE
     return validation.identifier("exchange", name)

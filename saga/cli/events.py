@@ -27,7 +27,7 @@ from saga.exceptions import InvalidInput, NotFound
 if TYPE_CHECKING:
     import argparse
 
-    from saga.core.outbox import Event
+    from saga.core.messages.outbox import Event
 
 FLAGS = {
     "actor": "--actor",
@@ -184,7 +184,7 @@ def _relay(args: argparse.Namespace, out: Output) -> int:
 
 
 def _consume(args: argparse.Namespace, out: Output) -> int:
-    from saga.core.rabbitmq import (
+    from saga.core.messages.rabbitmq import (
         consume,
         declare,
     )
@@ -285,7 +285,7 @@ def _outbox_list(args: argparse.Namespace, out: Output) -> int:
 def _outbox_replay(args: argparse.Namespace, out: Output) -> int:
     actor = validation.identifier("actor", args.actor or operator_name())
     reason = None if args.reason is None else validation.text("reason", args.reason)
-    from saga.core.outbox import replay_dead
+    from saga.core.messages.outbox import replay_dead
 
     with open_engine(args, create=False) as engine:
         replayed = replay_dead(

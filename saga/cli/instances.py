@@ -124,7 +124,7 @@ def _list(args: argparse.Namespace, out: Output) -> int:
         )
         terminal = {saga.id: engine.instances.terminal(saga) for saga in found}
     if out.as_json:
-        from saga.core.instances import saga_json
+        from saga.core.sagas.instances import saga_json
 
         out.json([saga_json(saga, terminal=terminal[saga.id]) for saga in found])
         return EXIT_OK
@@ -230,7 +230,7 @@ def _moved(out: Output, shown: dict[str, object]) -> int:
 
 
 def _explain(args: argparse.Namespace, out: Output) -> int:
-    from saga.core.explain import explain
+    from saga.core.sagas.explain import explain
 
     with open_engine(args, create=False) as engine:
         explanation = explain(engine.instances, args.id)

@@ -39,7 +39,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 
 
 def _deliver(args: argparse.Namespace, out: Output) -> int:
-    from saga.core.inbox import Message
+    from saga.core.messages.inbox import Message
 
     message = Message(
         source=args.source,

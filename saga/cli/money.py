@@ -9,7 +9,7 @@ from saga.codec import iso, maybe_utc
 if TYPE_CHECKING:
     from saga import Engine
     from saga.cli.common import Output
-    from saga.core.money import MoneySummary
+    from saga.core.sagas.money import MoneySummary
 
 _DIRECTION = {"in": "received", "out": "given back"}
 

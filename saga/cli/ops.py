@@ -21,7 +21,7 @@ from saga.exceptions import InvalidInput
 if TYPE_CHECKING:
     import argparse
 
-    from saga.core.recon import ReconItem
+    from saga.core.recon.items import ReconItem
 
 FLAGS = {
     "amount": "--amount",
@@ -261,7 +261,7 @@ def _describe(out: Output, item: ReconItem, saga_kind: str) -> None:
 
 
 def _verify(args: argparse.Namespace, out: Output) -> int:
-    from saga.core.verify import verify
+    from saga.core.ops.verify import verify
 
     with open_engine(args, create=False) as engine:
         report = verify(engine)

@@ -166,7 +166,7 @@ def _add_filters(parser: argparse.ArgumentParser) -> None:
 
 def _worker(args: argparse.Namespace, out: Output) -> int:
     from saga.core.engine import default_url
-    from saga.core.supervisor import (
+    from saga.core.workers.supervisor import (
         MAX_CONCURRENCY,
         Supervisor,
         WorkerOptions,
@@ -255,7 +255,7 @@ def _serve_metrics(args: argparse.Namespace, out: Output, stack: contextlib.Exit
 
 
 def _stats_command(args: argparse.Namespace, out: Output) -> int:
-    from saga.core import stats as _stats
+    from saga.core.ops import stats as _stats
 
     with open_engine(args, create=False) as engine:
         figures = _stats.collect(engine.db)
@@ -304,7 +304,7 @@ def _stats_command(args: argparse.Namespace, out: Output) -> int:
 
 
 def _dlq_list(args: argparse.Namespace, out: Output) -> int:
-    from saga.core.dlq import (
+    from saga.core.queue.dead_letters import (
         DeadLetters,
         Filter,
         dead_letter_json,
@@ -337,11 +337,11 @@ def _dlq_list(args: argparse.Namespace, out: Output) -> int:
 def _dlq_replay(args: argparse.Namespace, out: Output) -> int:
     from tqdm import tqdm
 
-    from saga.core.dlq import (
+    from saga.core.queue.dead_letters import (
         DeadLetters,
         Filter,
     )
-    from saga.core.queue import Queue
+    from saga.core.queue.leases import Queue
 
     if args.job is not None and (args.queue or args.kind):
         raise InvalidInput(

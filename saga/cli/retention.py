@@ -15,7 +15,7 @@ FLAGS = {"older_than": "--older-than", "batch": "--batch"}
 
 def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> dict[str, Command]:
     """Add ``prune``."""
-    from saga.core.prune import DEFAULT_BATCH
+    from saga.core.ops.prune import DEFAULT_BATCH
 
     prune = subparsers.add_parser(
         "prune",
@@ -48,7 +48,7 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
 def _prune(args: argparse.Namespace, out: Output) -> int:
     from tqdm import tqdm
 
-    from saga.core.prune import (
+    from saga.core.ops.prune import (
         Pruner,
         parse_duration,
     )

@@ -184,7 +184,7 @@ def _serve(args: argparse.Namespace, out: Output, *, console: bool, name: str) -
     except ImportError as exc:
         out.error(f"{name} needs the web extra: pip install 'saga-engine[web]' ({exc})")
         return EXIT_ERROR
-    from saga.core.webhooks import WebhookDoor
+    from saga.core.messages.webhooks import WebhookDoor
 
     with open_engine(args, create=False) as engine:
         door = (
@@ -281,7 +281,7 @@ def _refusal_counts(args: argparse.Namespace, out: Output) -> int:
 
 def operator_add(args: argparse.Namespace, out: Output) -> int:
     """``saga operator add NAME --role R``: the password from stdin or asked twice."""
-    from saga.core.operators import Operators
+    from saga.core.ops.operators import Operators
 
     password = _password(out)
     with open_engine(args, create=False) as engine:
@@ -295,7 +295,7 @@ def operator_add(args: argparse.Namespace, out: Output) -> int:
 
 def operator_list(args: argparse.Namespace, out: Output) -> int:
     """``saga operator list``."""
-    from saga.core.operators import Operators
+    from saga.core.ops.operators import Operators
 
     with open_engine(args, create=False) as engine:
         found = Operators(engine.db).list()
@@ -311,7 +311,7 @@ def operator_list(args: argparse.Namespace, out: Output) -> int:
 
 def operator_disable(args: argparse.Namespace, out: Output) -> int:
     """``saga operator disable NAME``."""
-    from saga.core.operators import Operators
+    from saga.core.ops.operators import Operators
 
     with open_engine(args, create=False) as engine:
         Operators(engine.db).disable(args.name)
@@ -324,7 +324,7 @@ def operator_disable(args: argparse.Namespace, out: Output) -> int:
 
 def operator_sign_ins(args: argparse.Namespace, out: Output) -> int:
     """``saga operator sign-ins``: the audit of console sign-ins (and of the throttle)."""
-    from saga.core.operators import Operators
+    from saga.core.ops.operators import Operators
 
     if not 1 <= args.limit <= 10_000:
         raise InvalidInput(field="limit", problem="must be between 1 and 10000")

@@ -34,21 +34,21 @@ from typing_extensions import TypeVar
 
 from saga import settings
 from saga.core.commands import NO_COMMANDS, Commands
-from saga.core.handlers import JobKind
-from saga.core.money import MoneySummary, no_money
-from saga.core.recon import ReconHook, ReconPolicy
-from saga.core.sagas import Context, Registry, SagaType
-from saga.core.sqlfiles import DIALECTS, ENGINE
+from saga.core.queue.kinds import JobKind
+from saga.core.recon.items import ReconHook, ReconPolicy
+from saga.core.sagas.money import MoneySummary, no_money
+from saga.core.sagas.transitions import Context, Registry, SagaType
+from saga.core.store.sqlfiles import DIALECTS, ENGINE
 from saga.exceptions import ApplicationLoadFailed, InvalidInput, NotFound
 from state_machine import RECONCILIATION, ROUTE
 
 if TYPE_CHECKING:
-    from saga.core.consumer import Consumer
-    from saga.core.inbox import Route
-    from saga.core.invariants import Invariant
-    from saga.core.pollers import Poller
-    from saga.core.sqlfiles import SqlComponent
-    from saga.core.webhooks import Receiver
+    from saga.core.messages.consumer import Consumer
+    from saga.core.messages.inbox import Route
+    from saga.core.messages.webhooks import Receiver
+    from saga.core.ops.invariants import Invariant
+    from saga.core.store.sqlfiles import SqlComponent
+    from saga.core.workers.pollers import Poller
 
 APP_ENV: Final = "SAGA_APP"
 
@@ -123,7 +123,7 @@ class Application(Generic[S]):
         consumers: its consumers of published events (``saga consume NAME``).
         webhooks: its receivers of signed HTTP webhooks, by provider name, built
             for an engine (``POST /webhooks/<provider>``, see
-            :class:`~saga.core.webhooks.WebhookDoor`); each route's source is
+            :class:`~saga.core.messages.webhooks.WebhookDoor`); each route's source is
             served too.
         messages: the messages its own inbox matched to one saga (``source``,
             ``event_id``, ``type``, ``outcome``, ``detail``, ``received_at``),

@@ -6,22 +6,22 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Final, Generic
 
-from saga.core import migrate as _migrate
 from saga.core.app import Application, S, default_app
-from saga.core.db import DEFAULT_URL, Database
-from saga.core.inbox import Inbox
-from saga.core.instances import Instances
-from saga.core.recon import ReconPolicy
-from saga.core.recon_desk import Reconciliation, judge_problems
-from saga.core.relay import DEFAULT_LEASE_SECONDS, Publisher, Relay, Subscribers
-from saga.core.sagas import Registry, Sagas
-from saga.core.sqlfiles import ENGINE
-from saga.core.stats import CountsRollUp
+from saga.core.messages.inbox import Inbox
+from saga.core.messages.relay import DEFAULT_LEASE_SECONDS, Publisher, Relay, Subscribers
+from saga.core.ops.stats import CountsRollUp
+from saga.core.recon.desk import Reconciliation, judge_problems
+from saga.core.recon.items import ReconPolicy
+from saga.core.sagas.instances import Instances
+from saga.core.sagas.transitions import Registry, Sagas
+from saga.core.store import migrate as _migrate
+from saga.core.store.db import DEFAULT_URL, Database
+from saga.core.store.sqlfiles import ENGINE
 from saga.exceptions import ApplicationError
 
 if TYPE_CHECKING:
-    from saga.core.handlers import JobKind
-    from saga.core.pollers import Poller
+    from saga.core.queue.kinds import JobKind
+    from saga.core.workers.pollers import Poller
 
 URL_ENV: Final = "SAGA_DATABASE_URL"
 
@@ -172,7 +172,7 @@ class Engine(Generic[S]):
         if subscriptions:
             publishers.append(Subscribers({p: list(s) for p, s in subscriptions.items()}))
         if broker_url:
-            from saga.core.rabbitmq import (  # noqa: PLC0415
+            from saga.core.messages.rabbitmq import (  # noqa: PLC0415
                 DEFAULT_EXCHANGE,
                 RabbitPublisher,
                 checked_url,

@@ -31,7 +31,7 @@ from saga.core.logs import get_logger
 if TYPE_CHECKING:
     from collections.abc import Iterator
 
-    from saga.core.db import Database
+    from saga.core.store.db import Database
 
 log = get_logger(__name__)
 
@@ -153,7 +153,7 @@ class DatabaseCollector:
         """Gauges from one read-only transaction; ``saga_database_up 0`` if it failed."""
         from prometheus_client.core import GaugeMetricFamily  # noqa: PLC0415
 
-        from saga.core.stats import collect as collect_stats  # noqa: PLC0415
+        from saga.core.ops.stats import collect as collect_stats  # noqa: PLC0415
         from saga.exceptions import DatabaseError  # noqa: PLC0415
 
         up = GaugeMetricFamily("saga_database_up", "Whether the last scrape read the database.")

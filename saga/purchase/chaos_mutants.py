@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any, Final
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping, Sequence
 
-    from saga.core.db import Tx
-    from saga.core.records import SagaRecord
-    from saga.core.sqlfiles import Dialect, Query, SqlComponent
+    from saga.core.store.db import Tx
+    from saga.core.store.records import SagaRecord
+    from saga.core.store.sqlfiles import Dialect, Query, SqlComponent
 
 _DIALECTS: Final = ("postgres", "sqlite")
 
@@ -50,7 +50,7 @@ def _sql_patch(
     name: str, patches: Mapping[str, Sequence[tuple[str, str]]], *, dialects: Sequence[str]
 ) -> None:
     """Rewrite named queries: {query name: [(pattern, replacement)]}; each pattern must match."""
-    from saga.core import db as _db  # noqa: PLC0415 - a mutant loads what it breaks
+    from saga.core.store import db as _db  # noqa: PLC0415 - a mutant loads what it breaks
 
     merged: Callable[[Dialect, tuple[SqlComponent, ...]], dict[str, Query]]
 
@@ -96,7 +96,7 @@ def no_inbox_dedupe() -> None:
     (which would otherwise skip a known event) and the claim in the
     transaction of the event's effect.
     """
-    from saga.core import inbox  # noqa: PLC0415
+    from saga.core.messages import inbox  # noqa: PLC0415
 
     def to_observe(tx: Tx, route: Any, message: Any) -> Any:
         return route.correlate(tx, message)
@@ -257,8 +257,8 @@ def no_hold_deadline() -> None:
 
 def timer_without_version() -> None:
     """A timer fires its event on whatever version the saga is at, not the one it was set for."""
-    from saga.core import timers  # noqa: PLC0415
-    from saga.core.sagas import fire_in  # noqa: PLC0415
+    from saga.core.sagas import timers  # noqa: PLC0415
+    from saga.core.sagas.transitions import fire_in  # noqa: PLC0415
 
     def fire_any_version(
         tx: Tx,
@@ -298,7 +298,7 @@ class _Deferred:
 
 def sqlite_deferred_begin() -> None:
     """SQLite's writers begin deferred: the write lock is taken at the first write, not up front."""
-    from saga.core import sqlite_driver  # noqa: PLC0415
+    from saga.core.store import sqlite_driver  # noqa: PLC0415
 
     def deferred(self: Any) -> Any:
         conn = acquire(self)
@@ -361,7 +361,7 @@ def consumer_without_inbox() -> None:
 
 def outbox_after_commit() -> None:
     """The outbox event is written in a transaction of its own, after the transition commits."""
-    from saga.core import sagas  # noqa: PLC0415
+    from saga.core.sagas import transitions as sagas  # noqa: PLC0415
 
     def split(tx: Tx, emits: Any, saga: SagaRecord) -> int:
         db = tx.db

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from saga.core.engine import Engine
-    from saga.core.records import SagaRecord, TransitionRecord
+    from saga.core.store.records import SagaRecord, TransitionRecord
     from state_machine import Machine
 
 # Two readings of the database clock in one transaction differ by microseconds;

@@ -22,10 +22,10 @@ from typing import TYPE_CHECKING, Final
 import sqlalchemy as sa
 from sqlalchemy.dialects import sqlite
 
-from saga.core.sqlfiles import SqlComponent
+from saga.core.store.sqlfiles import SqlComponent
 
 if TYPE_CHECKING:
-    from saga.core.db import Database, Tx
+    from saga.core.store.db import Database, Tx
 
 # SQLite stores times as ISO 8601 text: its time columns are known by name.
 _SQLITE_TIME: Final = re.compile(r"(.*_at|.*_until|at|deadline|horizon)", re.ASCII)

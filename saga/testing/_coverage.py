@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from saga.core.records import TransitionRecord
+    from saga.core.store.records import TransitionRecord
     from state_machine import Machine
 
 Arrow = tuple[str, str, str]

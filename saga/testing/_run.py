@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from saga.core.supervisor import builtin_handlers
-from saga.core.worker import Worker, WorkerReport
+from saga.core.workers.supervisor import builtin_handlers
+from saga.core.workers.worker import Worker, WorkerReport
 
 if TYPE_CHECKING:
     from saga.core.engine import Engine

@@ -40,12 +40,12 @@ from hypothesis.stateful import (
 
 from saga.core.app import Application
 from saga.core.engine import Engine
-from saga.core.handlers import Handlers, Step
-from saga.core.queue import Queue
-from saga.core.refusals import allowed_origins
-from saga.core.sagas import Fired, fire_in
-from saga.core.supervisor import builtin_handlers
-from saga.core.worker import Worker
+from saga.core.queue.kinds import Handlers, Step
+from saga.core.queue.leases import Queue
+from saga.core.sagas.refusals import allowed_origins
+from saga.core.sagas.transitions import Fired, fire_in
+from saga.core.workers.supervisor import builtin_handlers
+from saga.core.workers.worker import Worker
 from saga.exceptions import SagaError, TransitionNotAllowed, VersionConflict
 from saga.testing._checks import history_problems
 from saga.testing._clock import SagaClock
@@ -57,7 +57,7 @@ from state_machine import OPERATOR, ORIGINS
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
-    from saga.core.records import SagaRecord, TransitionRecord
+    from saga.core.store.records import SagaRecord, TransitionRecord
     from state_machine import Machine
 
 Invariant = Callable[[Engine], "Iterable[str] | None"]

@@ -12,14 +12,14 @@ from typing import TYPE_CHECKING, Any
 import sqlalchemy as sa
 
 from saga.core.app import Application
-from saga.core.handlers import JobKind, Step
-from saga.core.sagas import Registry
+from saga.core.queue.kinds import JobKind, Step
+from saga.core.sagas.transitions import Registry
 from steps import TransientError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from saga.core.queue import Job
+    from saga.core.queue.leases import Job
     from state_machine import Machine
 
 

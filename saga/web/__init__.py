@@ -3,7 +3,7 @@ The engine's HTTP face (extra ``saga-engine[web]``): signed webhooks into the in
 
 :func:`create_app` builds the WSGI application; ``saga webhook serve`` runs
 it under waitress.  Nothing here decides anything: the door
-(:class:`saga.core.webhooks.WebhookDoor`) does, the same code path as the
+(:class:`saga.core.messages.webhooks.WebhookDoor`) does, the same code path as the
 CLI's ``saga webhook deliver``.
 """
 

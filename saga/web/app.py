@@ -11,15 +11,15 @@ from flask import Flask, Response, jsonify, request
 
 from saga.core import metrics
 from saga.core.logs import get_logger
-from saga.core.operators import Operators
-from saga.core.signatures import SIGNATURE_HEADER
-from saga.core.webhooks import MAX_BODY_BYTES, MAX_HEADER_BYTES
+from saga.core.messages.signatures import SIGNATURE_HEADER
+from saga.core.messages.webhooks import MAX_BODY_BYTES, MAX_HEADER_BYTES
+from saga.core.ops.operators import Operators
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from saga.core.engine import Engine
-    from saga.core.webhooks import WebhookDoor
+    from saga.core.messages.webhooks import WebhookDoor
 
 log = get_logger(__name__)
 

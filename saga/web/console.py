@@ -17,12 +17,12 @@ from flask import Blueprint, current_app, flash, g, redirect, render_template, r
 
 from saga import validation
 from saga.codec import as_utc
-from saga.core.dlq import DeadLetters, Filter
-from saga.core.explain import explain
-from saga.core.recon import Decision
-from saga.core.records import SagaRecord
-from saga.core.stats import activity
-from saga.core.stats import collect as collect_stats
+from saga.core.ops.stats import activity
+from saga.core.ops.stats import collect as collect_stats
+from saga.core.queue.dead_letters import DeadLetters, Filter
+from saga.core.recon.items import Decision
+from saga.core.sagas.explain import explain
+from saga.core.store.records import SagaRecord
 from saga.exceptions import ConflictError, InvalidInput, NotFound, ProviderUnavailable, SagaError
 from saga.web import guard
 from saga.web.charts import activity_chart
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from werkzeug.wrappers import Response
 
     from saga.core.engine import Engine
-    from saga.core.money import MoneySummary
+    from saga.core.sagas.money import MoneySummary
 
 blueprint = Blueprint(
     "console",

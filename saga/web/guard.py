@@ -3,7 +3,7 @@ Who may see and do what in the console: sign-in, sessions, CSRF, roles.
 
 The browser holds a random session token in an ``HttpOnly``, ``SameSite=Strict``
 cookie; the database keeps its hash, the operator, the session's CSRF token
-and its expiry (:mod:`saga.core.operators`).  Every form carries the CSRF
+and its expiry (:mod:`saga.core.ops.operators`).  Every form carries the CSRF
 token and every POST checks it (the sign-in form against a cookie of its
 own, a double submit); a POST without it is refused with 403 and changes
 nothing.  Viewers read; only the ``operator`` role acts.
@@ -27,7 +27,7 @@ from flask import (
     url_for,
 )
 
-from saga.core.operators import SESSION_LIFETIME_S, Operators, SignInThrottled
+from saga.core.ops.operators import SESSION_LIFETIME_S, Operators, SignInThrottled
 
 if TYPE_CHECKING:
     from collections.abc import Callable

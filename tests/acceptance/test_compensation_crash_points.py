@@ -16,8 +16,8 @@ import sqlalchemy as sa
 
 from saga import Engine, verify
 from saga.core.faults import EXIT_CODE
-from saga.core.supervisor import builtin_handlers
-from saga.core.worker import Worker
+from saga.core.workers.supervisor import builtin_handlers
+from saga.core.workers.worker import Worker
 from saga.examples.approvals import app as approval_app
 from saga.purchase.faults import CRASH_POINTS
 from saga.testing import run_due

@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 import sqlalchemy as sa
 
-from saga.core.handlers import Handlers
-from saga.core.recon import ContradictedDecision
-from saga.core.verify import verify
-from saga.core.worker import Worker
+from saga.core.ops.verify import verify
+from saga.core.queue.kinds import Handlers
+from saga.core.recon.items import ContradictedDecision
+from saga.core.workers.worker import Worker
 from saga.exceptions import ProviderUnavailable
 from saga.purchase.inbox import ProviderEvent
 from saga.purchase.steps import PurchaseSteps
@@ -289,7 +289,7 @@ def test_an_event_is_not_recorded_while_the_provider_cannot_be_asked(shop, monke
 
 def test_a_refused_transition_completes_its_job_instead_of_dead_lettering(shop):
     """A step's answer for a purchase that moved on is logged and done (defect 7)."""
-    from saga.core.queue import Queue
+    from saga.core.queue.leases import Queue
     from saga.purchase.steps import queue_step
 
     purchase = start(shop, "op-1")

@@ -15,7 +15,7 @@ import pytest
 
 from saga import Engine
 from saga.cli import main
-from saga.core.operators import Operators
+from saga.core.ops.operators import Operators
 from saga.examples.approvals import app as approval_app
 from saga.web import create_app
 from tests.integration.test_console import PASSWORD, sign_in

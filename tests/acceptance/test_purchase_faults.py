@@ -13,11 +13,11 @@ import pytest
 
 from saga import Engine
 from saga.core.faults import EXIT_CODE
-from saga.core.handlers import Handlers
-from saga.core.queue import Queue
-from saga.core.supervisor import builtin_handlers
-from saga.core.timers import timer_kind
-from saga.core.worker import Worker
+from saga.core.queue.kinds import Handlers
+from saga.core.queue.leases import Queue
+from saga.core.sagas.timers import timer_kind
+from saga.core.workers.supervisor import builtin_handlers
+from saga.core.workers.worker import Worker
 from saga.purchase.inbox import ProviderEvent
 from tests.helpers import dump, expire_lease, make_due, rows, scalar
 from tests.parallel import race

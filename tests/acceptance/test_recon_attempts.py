@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from saga.core.queue import Queue
+from saga.core.queue.leases import Queue
 from tests.acceptance.test_reconciliation import checker_job, checker_of, run_steps_once, start
 from tests.helpers import make_due
 from tests.purchases import cli_json

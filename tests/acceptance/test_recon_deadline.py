@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
-from saga.core.handlers import Handlers
-from saga.core.recon import deadline_kind
-from saga.core.verify import verify
-from saga.core.worker import Worker
+from saga.core.ops.verify import verify
+from saga.core.queue.kinds import Handlers
+from saga.core.recon.items import deadline_kind
+from saga.core.workers.worker import Worker
 from saga.purchase.steps import PurchaseSteps
 from tests.helpers import execute, make_due, saga_jobs
 from tests.purchases import cli_json

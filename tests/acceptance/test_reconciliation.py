@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from saga.core.queue import Queue
-from saga.core.recon import ContradictedDecision, StaleDecision
+from saga.core.queue.leases import Queue
+from saga.core.recon.items import ContradictedDecision, StaleDecision
 from saga.exceptions import InvalidInput, NotFound
 from saga.purchase.recon import PURCHASE_RECON, payment_checker
 from saga.purchase.steps import PurchaseSteps
@@ -37,8 +37,8 @@ def start(engine, op, method):
 
 def run_steps_once(engine):
     """Run the request step (not the checker) so the item stays open for the test."""
-    from saga.core.handlers import Handlers
-    from saga.core.worker import Worker
+    from saga.core.queue.kinds import Handlers
+    from saga.core.workers.worker import Worker
 
     kinds = [k for k in steps_of(engine).kinds() if k.name == "purchase.request_payment"]
     Worker(engine.db, Handlers(kinds), listen=False).run(burst=True)

@@ -18,10 +18,10 @@ from pathlib import Path
 import pytest
 
 from saga import Engine, NewJob
-from saga.core.handlers import Handlers
-from saga.core.operators import Operators
-from saga.core.queue import Queue
-from saga.core.worker import Worker
+from saga.core.ops.operators import Operators
+from saga.core.queue.kinds import Handlers
+from saga.core.queue.leases import Queue
+from saga.core.workers.worker import Worker
 from saga.purchase.steps import PurchaseSteps
 from tests.integration.test_console import console_process
 

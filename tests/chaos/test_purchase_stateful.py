@@ -30,8 +30,8 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from saga import DeadLetterFilter, DeadLetters, Engine, collect_stats, verify
 from saga.codec import load_json
 from saga.core import faults
-from saga.core.supervisor import builtin_handlers
-from saga.core.worker import Worker
+from saga.core.workers.supervisor import builtin_handlers
+from saga.core.workers.worker import Worker
 from saga.exceptions import ConflictError, InvalidInput
 from saga.purchase.chaos_plan import METHODS
 from saga.purchase.faults import CRASH_POINTS

@@ -153,7 +153,7 @@ def test_the_worker_hands_the_applications_options_to_its_processes(db_url, monk
 
     with engine_on(db_url, app=commands_app.app()):
         pass
-    monkeypatch.setattr("saga.core.supervisor.Supervisor", Recording)
+    monkeypatch.setattr("saga.core.workers.supervisor.Supervisor", Recording)
     argv = ["--app", MINE, "--db", db_url, "worker", "--burst", "--label", "abacus"]
     assert 1 == main(argv)  # the recording supervisor stops there
     assert "Stopped" in capsys.readouterr().err

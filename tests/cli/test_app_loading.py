@@ -22,7 +22,7 @@ from tests.helpers import dump
 
 APP_MODULE = """
 from saga import Application
-from saga.core.handlers import JobKind
+from saga.core.queue.kinds import JobKind
 
 def typo():
     # The user's bug: a keyword Application does not take.

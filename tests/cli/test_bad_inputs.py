@@ -347,7 +347,7 @@ def test_a_broker_url_is_not_repeated_in_the_error(shop, capsys):
 )
 def test_the_python_api_checks_payloads_as_the_cli_does(shop, payload, problem):
     """A message's payload given as a mapping: the same bounds, nothing written."""
-    from saga.core.inbox import Message
+    from saga.core.messages.inbox import Message
 
     if payload == "deep":
         payload = inner = {}

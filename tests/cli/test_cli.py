@@ -12,7 +12,7 @@ import pytest
 
 from saga import Engine, NewJob
 from saga.cli import main
-from saga.core.queue import Queue
+from saga.core.queue.leases import Queue
 from tests.helpers import dump
 
 PURCHASE_FIELDS = {

@@ -16,7 +16,7 @@ import pytest
 from saga.cli import _VALUED, COMMAND_MODULES, MODULES, invoked, invoked_module, main
 from saga.cli.common import add_common_options
 from saga.cli.queue import MAX_WORKERS
-from saga.core.supervisor import MAX_CONCURRENCY
+from saga.core.workers.supervisor import MAX_CONCURRENCY
 from tests.helpers import engine_on
 
 

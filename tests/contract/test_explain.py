@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from saga import Application, Registry, Step
-from saga.core.explain import explain
+from saga.core.sagas.explain import explain
 from saga.examples.approvals import approval
 from saga.exceptions import NotFound
 from saga.testing import SagaClock, run_due

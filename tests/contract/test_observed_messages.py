@@ -19,8 +19,8 @@ import pytest
 from saga import Application, Engine, Message, Registry, Route, by_saga_id
 from saga.cli import main
 from saga.codec import load_json
-from saga.core.inbox import Applied, Inbox, Observed
-from saga.core.sagas import fire_in
+from saga.core.messages.inbox import Applied, Inbox, Observed
+from saga.core.sagas.transitions import fire_in
 from saga.examples.approvals import app as approvals_app
 from saga.examples.approvals import approval
 from saga.exceptions import ProviderUnavailable

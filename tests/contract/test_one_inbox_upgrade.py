@@ -17,8 +17,8 @@ import pytest
 
 from saga import Engine
 from saga.codec import digest, dump_json, load_json
-from saga.core.migrate import current_versions, required_versions
-from saga.core.sqlfiles import migrations, split_statements, tracking_table
+from saga.core.store.migrate import current_versions, required_versions
+from saga.core.store.sqlfiles import migrations, split_statements, tracking_table
 from saga.purchase.app import PURCHASE_SQL
 from saga.purchase.inbox import ProviderEvent
 from tests.helpers import execute, rows, scalar

@@ -7,8 +7,8 @@ import json
 import pytest
 
 from saga import Consumer, Emit, Engine, Event, Registry, Relay, Subscribers, verify
-from saga.core.backoff import Backoff
-from saga.core.outbox import replay_dead
+from saga.core.messages.outbox import replay_dead
+from saga.core.queue.backoff import Backoff
 from saga.exceptions import ApplicationError, PublishFailed
 from tests.helpers import engine_on, execute, rows, scalar
 from tests.outbox_app import app, order

@@ -20,7 +20,7 @@ from saga import (
     verify,
 )
 from saga.cli import main
-from saga.core.prune import Pruner, parse_duration
+from saga.core.ops.prune import Pruner, parse_duration
 from saga.exceptions import InvalidInput
 from tests.contract.test_outbox import Collect, outbox, relay_to
 from tests.helpers import count_rows, engine_on, execute, rows, scalar

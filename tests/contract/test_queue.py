@@ -8,9 +8,9 @@ import pytest
 
 from saga import NewJob, enqueue_in
 from saga.codec import as_utc
-from saga.core.dlq import DeadLetters, Filter
-from saga.core.queue import Done, Queue
-from saga.core.stats import collect
+from saga.core.ops.stats import collect
+from saga.core.queue.dead_letters import DeadLetters, Filter
+from saga.core.queue.leases import Done, Queue
 from saga.exceptions import JobConflict, NotFound
 from tests.helpers import dump, execute, expire_lease, expire_lease_in, make_due, rows, scalar
 

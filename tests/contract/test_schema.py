@@ -7,13 +7,13 @@ import threading
 import pytest
 
 from saga import Engine
-from saga.core.migrate import (
+from saga.core.store.migrate import (
     current_version,
     current_versions,
     required_version,
     required_versions,
 )
-from saga.core.sqlfiles import migrations, split_statements, tracking_table
+from saga.core.store.sqlfiles import migrations, split_statements, tracking_table
 from saga.examples.approvals import app as approval_app
 from saga.exceptions import DatabaseError, SchemaOutOfDate
 from saga.purchase.app import PURCHASE_SQL
@@ -190,7 +190,7 @@ def test_postgres_needs_an_explicit_upgrade(postgres_url):
 
 def test_a_database_before_the_sign_in_throttle_upgrades_and_throttles(db_url):
     """0012 on a database of the last round: the table appears, operators stay, sign-in counts."""
-    from saga.core.operators import Operators
+    from saga.core.ops.operators import Operators
 
     with _engine_migrations_only(db_url, upto=11) as old:
         Operators(old.db).add("ann", role="viewer", password="correct-horse-battery")

@@ -16,10 +16,10 @@ import threading
 import pytest
 
 from saga import NewJob, Queue, verify
-from saga.core import stats
-from saga.core.prune import Pruner
-from saga.core.stats import CountsRollUp
-from saga.core.worker import Worker
+from saga.core.ops import stats
+from saga.core.ops.prune import Pruner
+from saga.core.ops.stats import CountsRollUp
+from saga.core.workers.worker import Worker
 from tests.contract.test_outbox import Collect, relay_to
 from tests.contract.test_prune import KINDS, ROUTES, history
 from tests.helpers import engine_on, execute, rows, scalar

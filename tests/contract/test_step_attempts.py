@@ -13,9 +13,9 @@ from __future__ import annotations
 import pytest
 
 from saga import Application, Registry, Step
-from saga.core.backoff import Backoff
-from saga.core.supervisor import builtin_handlers
-from saga.core.worker import Worker
+from saga.core.queue.backoff import Backoff
+from saga.core.workers.supervisor import builtin_handlers
+from saga.core.workers.worker import Worker
 from saga.examples.approvals import app as approval_app
 from saga.examples.approvals import approval
 from saga.exceptions import ApplicationError

@@ -16,9 +16,9 @@ import pytest
 import sqlalchemy as sa
 from psycopg import sql as psql
 
-from saga.core.supervisor import builtin_handlers
-from saga.core.verify import verify
-from saga.core.worker import Worker
+from saga.core.ops.verify import verify
+from saga.core.workers.supervisor import builtin_handlers
+from saga.core.workers.worker import Worker
 from saga.purchase.inbox import ProviderEvent
 from saga.testing import SagaClock
 from tests.helpers import execute, scalar

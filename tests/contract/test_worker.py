@@ -8,11 +8,11 @@ import pytest
 import structlog
 
 from saga import NewJob
-from saga.core.backoff import Backoff
-from saga.core.handlers import Apply, Handlers, JobKind
-from saga.core.queue import Queue
-from saga.core.timers import timer_kind
-from saga.core.worker import Worker
+from saga.core.queue.backoff import Backoff
+from saga.core.queue.kinds import Apply, Handlers, JobKind
+from saga.core.queue.leases import Queue
+from saga.core.sagas.timers import timer_kind
+from saga.core.workers.worker import Worker
 from steps.errors import OutcomeUnknown, PermanentError, TransientError
 from tests.helpers import db_now, expire_lease, make_due, rows, scalar, wait_until
 

@@ -10,11 +10,11 @@ never claims ahead.  On SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
-import saga.core.queue
+import saga.core.queue.leases
 from saga import Apply, NewJob, enqueue_in
-from saga.core.handlers import Handlers, JobKind
-from saga.core.queue import Queue
-from saga.core.worker import Worker
+from saga.core.queue.kinds import Handlers, JobKind
+from saga.core.queue.leases import Queue
+from saga.core.workers.worker import Worker
 from tests.helpers import commits_seen
 
 CHAIN = 10
@@ -98,7 +98,7 @@ def test_a_failing_claim_ahead_is_not_the_jobs_failure(engine, monkeypatch):
     def broken(tx, spec):
         raise RuntimeError("claim broke")
 
-    monkeypatch.setattr(saga.core.queue, "claim_in", broken)
+    monkeypatch.setattr(saga.core.queue.leases, "claim_in", broken)
     kind, _ = chain_kind()
     Queue(engine.db).enqueue(NewJob(id="c0", queue="q", kind="chain", payload={"n": 0}))
     worker = Worker(engine.db, Handlers([kind]), listen=False, batch=1, poll_interval=0.05)

@@ -16,17 +16,17 @@ import threading
 
 import pytest
 
-import saga.core.worker
+import saga.core.workers.worker
 from saga import NewJob
-from saga.core.handlers import Handlers, JobKind
-from saga.core.queue import Queue
-from saga.core.worker import Worker
+from saga.core.queue.kinds import Handlers, JobKind
+from saga.core.queue.leases import Queue
+from saga.core.workers.worker import Worker
 from saga.exceptions import DatabaseError, DatabaseUnavailable
 
 
 def _failing_first(monkeypatch, error):
     """Make the worker's next claim fail with ``error``, then claim as usual; the calls."""
-    claim_in = saga.core.worker.claim_in
+    claim_in = saga.core.workers.worker.claim_in
     calls = []
 
     def claim(tx, spec):
@@ -35,7 +35,7 @@ def _failing_first(monkeypatch, error):
             raise error
         return claim_in(tx, spec)
 
-    monkeypatch.setattr(saga.core.worker, "claim_in", claim)
+    monkeypatch.setattr(saga.core.workers.worker, "claim_in", claim)
     return calls
 
 

@@ -13,10 +13,10 @@ from __future__ import annotations
 import threading
 
 from saga import NewJob
-from saga.core.backoff import Backoff
-from saga.core.handlers import Handlers, JobKind
-from saga.core.queue import Queue
-from saga.core.worker import Worker
+from saga.core.queue.backoff import Backoff
+from saga.core.queue.kinds import Handlers, JobKind
+from saga.core.queue.leases import Queue
+from saga.core.workers.worker import Worker
 from steps.errors import TransientError
 from tests.helpers import expire_lease, make_due, rows, wait_until
 

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from saga import NewJob
-from saga.core.handlers import Handlers, JobKind
-from saga.core.queue import Queue
-from saga.core.worker import Worker
+from saga.core.queue.kinds import Handlers, JobKind
+from saga.core.queue.leases import Queue
+from saga.core.workers.worker import Worker
 from tests.helpers import expire_lease, rows
 
 ROOT = Path(__file__).resolve().parents[2]

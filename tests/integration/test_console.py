@@ -20,10 +20,10 @@ from urllib.parse import urlencode
 
 import pytest
 
-from saga.core.handlers import Handlers
-from saga.core.operators import Operators
-from saga.core.queue import Queue
-from saga.core.worker import Worker
+from saga.core.ops.operators import Operators
+from saga.core.queue.kinds import Handlers
+from saga.core.queue.leases import Queue
+from saga.core.workers.worker import Worker
 from saga.purchase.steps import PurchaseSteps
 from saga.web import create_app
 from saga.web.guard import SESSION_COOKIE
@@ -319,7 +319,7 @@ def test_every_page_renders_for_a_viewer(shop, browser, path):
 
 def test_bad_operator_input_is_refused_naming_the_field(shop):
     """A short password, an unknown role, a taken name: clear errors, nothing added."""
-    from saga.core.operators import OperatorExists
+    from saga.core.ops.operators import OperatorExists
     from saga.exceptions import InvalidInput
 
     accounts = Operators(shop.db)
@@ -361,7 +361,7 @@ def test_an_unknown_name_costs_one_verification_like_a_wrong_password(browser, m
     """The decoy hash is made once per process, not per request: no timing tells names apart."""
     from argon2 import PasswordHasher
 
-    from saga.core import operators as _operators
+    from saga.core.ops import operators as _operators
 
     monkeypatch.setattr(_operators, "_decoy", [])
     hashes = []

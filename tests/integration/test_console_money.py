@@ -12,7 +12,7 @@ import re
 
 import pytest
 
-from saga.core.operators import Operators
+from saga.core.ops.operators import Operators
 from saga.web import create_app
 from tests.helpers import execute
 from tests.integration.test_console import (

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from saga.core.operators import Operators
+from saga.core.ops.operators import Operators
 from saga.web import create_app
 from tests.helpers import execute, rows
 from tests.integration.test_console import (
@@ -75,9 +75,9 @@ def test_thirty_wrong_passwords_then_the_right_one_is_refused_until_the_window_p
 @pytest.mark.slow
 def test_the_throttle_counts_failures_from_one_address_across_names(shop, monkeypatch):
     """Unknown names from one address up to its limit: ann is refused from there only."""
-    from saga.core.operators import Throttle
+    from saga.core.ops.operators import Throttle
 
-    monkeypatch.setattr("saga.core.operators.Throttle", lambda: Throttle(per_address=5))
+    monkeypatch.setattr("saga.core.ops.operators.Throttle", lambda: Throttle(per_address=5))
     attacker = create_app(shop, console=True).test_client()
     attacker.environ_base["REMOTE_ADDR"] = "203.0.113.9"
     answers = [sign_in(attacker, name=f"guess{n}").status_code for n in range(6)]
@@ -101,9 +101,9 @@ def test_the_throttle_is_shared_by_every_console_process(shop):
 @pytest.mark.slow
 def test_without_the_throttle_the_right_password_gets_in(shop, browser, monkeypatch):
     """The guard broken (a limit no one reaches): the test above would see the session."""
-    from saga.core.operators import Throttle
+    from saga.core.ops.operators import Throttle
 
-    monkeypatch.setattr("saga.core.operators.Throttle", lambda: Throttle(per_operator=10**6))
+    monkeypatch.setattr("saga.core.ops.operators.Throttle", lambda: Throttle(per_operator=10**6))
     for n in range(11):
         sign_in(browser, password=f"guess-number-{n}")
     assert 302 == sign_in(browser).status_code
@@ -127,7 +127,7 @@ def test_sign_in_attempts_are_shown_to_operators(shop, browser):
 
 def test_old_sign_in_attempts_are_pruned_but_never_inside_the_window(shop, browser):
     """`saga prune` removes attempts past its window; a short one never lifts a throttle."""
-    from saga.core.prune import Pruner
+    from saga.core.ops.prune import Pruner
 
     sign_in(browser, password="not-the-password")
     sign_in(browser, password="not-the-password-again")
@@ -184,7 +184,7 @@ def test_concurrent_wrong_passwords_reach_the_check_at_most_the_limit(shop):
     """Twelve at once (threads, one database): at most the limit are checked, the rest throttled."""
     import threading
 
-    from saga.core.operators import SignInThrottled, Throttle
+    from saga.core.ops.operators import SignInThrottled, Throttle
 
     accounts = Operators(shop.db, throttle=Throttle(per_operator=3))
     outcomes = []

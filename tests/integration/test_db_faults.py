@@ -24,10 +24,10 @@ import sqlalchemy as sa
 
 from saga import Engine, NewJob
 from saga.cli import main
-from saga.core.db import Database
-from saga.core.handlers import Handlers, JobKind
-from saga.core.queue import Queue
-from saga.core.worker import Worker
+from saga.core.queue.kinds import Handlers, JobKind
+from saga.core.queue.leases import Queue
+from saga.core.store.db import Database
+from saga.core.workers.worker import Worker
 from saga.exceptions import DatabaseBusy
 from tests.conftest import IN_CI, _libpq_url
 from tests.helpers import db_now, rows, scalar, wait_until
@@ -223,7 +223,7 @@ def test_leases_and_deadlines_come_from_the_database_clock(pg):
     script = (
         "import sys\n"
         "from saga import Engine\n"
-        "from saga.core.queue import Queue\n"
+        "from saga.core.queue.leases import Queue\n"
         "with Engine(sys.argv[1]) as e:\n"
         "    p = e.services.purchases.start(operation_id='op', intensive_id='js', student_id='s',"
         " hold_seconds=600).purchase\n"

@@ -20,11 +20,11 @@ import pytest
 import sqlalchemy as sa
 
 from saga import Engine
-from saga.core.handlers import Handlers
-from saga.core.queue import Queue
-from saga.core.timers import timer_kind
-from saga.core.verify import verify
-from saga.core.worker import Worker
+from saga.core.ops.verify import verify
+from saga.core.queue.kinds import Handlers
+from saga.core.queue.leases import Queue
+from saga.core.sagas.timers import timer_kind
+from saga.core.workers.worker import Worker
 from saga.purchase import steps as purchase_steps
 from saga.purchase.steps import PurchaseSteps
 from tests.counter_app import app

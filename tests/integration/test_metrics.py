@@ -21,8 +21,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from saga import Engine, fire_in
 from saga.core import metrics
-from saga.core.stats import collect
-from saga.core.webhooks import WebhookDoor
+from saga.core.messages.webhooks import WebhookDoor
+from saga.core.ops.stats import collect
 from saga.web import create_app
 from tests.counter_app import app as counter_app
 from tests.helpers import scalar
@@ -91,7 +91,7 @@ def test_the_databases_figures_equal_saga_stats(shop):
 
 def test_a_database_that_cannot_be_read_is_a_zero_not_a_failed_scrape():
     """The scrape still answers, with saga_database_up 0, when the database is away."""
-    from saga.core.db import Database
+    from saga.core.store.db import Database
 
     db = Database("postgresql://postgres@127.0.0.1:1/nowhere")
     try:
@@ -150,7 +150,7 @@ def test_a_transition_is_counted_once_committed_and_never_when_rolled_back(db_ur
 def test_metrics_cost_nothing_until_enabled():
     """The light commands never import the client library."""
     code = (
-        "import sys, saga.core.sagas, saga.core.worker, saga.core.metrics as m;"
+        "import sys, saga.core.sagas.transitions, saga.core.workers.worker, saga.core.metrics as m;"
         "m.TRANSITIONS.labels('k', 'e').inc();"
         "assert 'prometheus_client' not in sys.modules, 'imported'"
     )

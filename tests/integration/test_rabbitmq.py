@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from saga import Engine, Event
-from saga.core.rabbitmq import connect
+from saga.core.messages.rabbitmq import connect
 from saga.purchase.events import recorded_sales
 from tests.contract.test_outbox import Collect, Tally, expire_leases, make_due, outbox, place
 from tests.helpers import engine_on

@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from saga import Application, Engine, Registry, Step
-from saga.core.queue import Queue
+from saga.core.queue.leases import Queue
 from saga.examples.approvals import app, approval
 from saga.exceptions import ApplicationError
 from tests.helpers import make_due

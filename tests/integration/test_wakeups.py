@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from saga import Engine, NewJob, enqueue_in
-from saga.core.queue import ClaimSpec, Queue, claim_in
+from saga.core.queue.leases import ClaimSpec, Queue, claim_in
 
 SENTINEL = "wakeups-test-end"
 

@@ -17,9 +17,14 @@ import time
 
 import pytest
 
-from saga.core.prune import Pruner
-from saga.core.signatures import SIGNATURE_HEADER, sign
-from saga.core.webhooks import MAX_BODY_BYTES, MAX_HEADER_BYTES, UNKNOWN_SOURCE, WebhookDoor
+from saga.core.messages.signatures import SIGNATURE_HEADER, sign
+from saga.core.messages.webhooks import (
+    MAX_BODY_BYTES,
+    MAX_HEADER_BYTES,
+    UNKNOWN_SOURCE,
+    WebhookDoor,
+)
+from saga.core.ops.prune import Pruner
 from saga.exceptions import InvalidInput
 from saga.web import create_app
 from tests.contract.test_schema import _engine_migrations_only

@@ -24,8 +24,8 @@ import pytest
 import sqlalchemy as sa
 
 from saga import Engine
-from saga.core.signatures import SIGNATURE_HEADER, sign
-from saga.core.webhooks import WebhookDoor
+from saga.core.messages.signatures import SIGNATURE_HEADER, sign
+from saga.core.messages.webhooks import WebhookDoor
 from saga.examples.approvals import app as approval_app
 from saga.exceptions import InvalidInput
 from saga.web import create_app
@@ -374,7 +374,7 @@ def test_an_empty_secret_is_no_secret(shop):
 
 def test_refusals_are_pruned_with_the_other_finished_rows(shop, client):
     """inbox_refusals grows with anonymous requests: `saga prune` keeps it bounded."""
-    from saga.core.prune import Pruner
+    from saga.core.ops.prune import Pruner
 
     post(client, succeeded("pay_1"), secret="whsec_someone_else")
     assert 1 == len(refusals(shop))

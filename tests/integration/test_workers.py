@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from saga import Engine, NewJob
-from saga.core.queue import Queue
+from saga.core.queue.leases import Queue
 from tests.helpers import expire_lease, rows, scalar, wait_until
 from tests.parallel import race
 

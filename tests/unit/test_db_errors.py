@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from saga.core.db_errors import translate
+from saga.core.store.errors import translate
 from saga.exceptions import DatabaseError, DatabaseUnavailable
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from saga.core.refusals import allowed_origins
+from saga.core.sagas.refusals import allowed_origins
 from state_machine import (
     ORIGINS,
     RECONCILIATION,

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from saga.core.fleet import _raised
+from saga.core.workers.fleet import _raised
 
 TRACE = """Traceback (most recent call last):
-  File "saga/core/worker.py", line 196, in run_once
+  File "saga/core/workers/worker.py", line 196, in run_once
     claimed = self.db.transaction(lambda tx: claim_in(tx, self._claim_spec()))
 psycopg.OperationalError: server closed the connection unexpectedly
 \tThis probably means the server terminated abnormally

@@ -160,7 +160,7 @@ def test_applications_use_only_the_public_api(application):
 
 def test_the_engines_tables_name_no_application_table():
     """The engine's schema and queries never touch the purchase's tables: SQL is per component."""
-    from saga.core.sqlfiles import ENGINE, SqlComponent
+    from saga.core.store.sqlfiles import ENGINE, SqlComponent
 
     purchase = SqlComponent.bundled("purchase")
     bad = []

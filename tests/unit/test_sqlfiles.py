@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from saga.core.sqlfiles import (
+from saga.core.store.sqlfiles import (
     DIALECTS,
     ENGINE,
     SqlComponent,

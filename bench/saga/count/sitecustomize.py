@@ -31,7 +31,7 @@ if FOLDER:
 
     from sqlalchemy import event
 
-    import saga.core.db as _db
+    import saga.core.store.db as _db
 
     counts = {"commits": 0, "rollbacks": 0, "statements": 0}
     lock = threading.Lock()

@@ -1,0 +1,1 @@
+"""Operations: verify and its invariants, stats, retention, operators."""
