@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+__all__ = ["as_utc", "digest", "dump_json", "iso", "load_json", "maybe_utc"]
+
 
 def dump_json(value: Mapping[str, Any]) -> str:
     """Canonical JSON: sorted keys, no spaces, so equal documents give equal text."""

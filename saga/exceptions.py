@@ -3,7 +3,9 @@ The engine's exception tree.
 
 Everything the engine raises on purpose derives from :class:`SagaError`.  The
 CLI maps the branches to exit codes: :class:`InvalidInput` → 2,
-:class:`ConflictError` → 3, :class:`NotFound` → 4, anything else → 1.
+:class:`ConflictError` → 3, :class:`NotFound` → 4, anything else → 1.  A
+step raises :class:`StepError`'s three to say what may happen next
+(:class:`TransientError`, :class:`PermanentError`, :class:`OutcomeUnknown`).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from state_machine.errors import ConflictError, DefinitionError, SagaError, TransitionNotAllowed
+from steps.errors import OutcomeUnknown, PermanentError, StepError, TransientError
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -32,12 +35,16 @@ __all__ = [
     "JobConflict",
     "LeaseLost",
     "NotFound",
+    "OutcomeUnknown",
+    "PermanentError",
     "ProviderUnavailable",
     "PublishFailed",
     "SagaError",
     "SchemaOutOfDate",
     "SeatUnavailable",
     "SoldOut",
+    "StepError",
+    "TransientError",
     "TransitionNotAllowed",
     "VersionConflict",
 ]

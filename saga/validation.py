@@ -14,6 +14,17 @@ from saga.exceptions import InvalidInput
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
+__all__ = [
+    "batch",
+    "identifier",
+    "json_document",
+    "json_object",
+    "one_of",
+    "operation_id",
+    "text",
+    "whole_number",
+]
+
 _ID: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:@-]*", re.ASCII)
 ID_MAX: Final = 64
 OPERATION_ID_MAX: Final = 128
