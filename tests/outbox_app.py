@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from saga import Application, Emit, Machine, Registry, State, Transition
+from saga import Application, Machine, Registry, State, Transition
+from saga.events import Emit
 
 order = Machine(
     "order",

@@ -32,15 +32,9 @@ from typing import Any
 from saga import (
     Application,
     Apply,
-    Checker,
-    ContradictedDecision,
-    Decision,
-    Invariant,
     JobKind,
     Machine,
     OutcomeUnknown,
-    ReconHook,
-    ReconItem,
     ReconPolicy,
     Registry,
     SagaRecord,
@@ -48,11 +42,12 @@ from saga import (
     Step,
     Timeout,
     Transition,
-    Verdict,
     fire_in,
     guard,
 )
 from saga.exceptions import VersionConflict
+from saga.ops import Invariant
+from saga.recon import Checker, ContradictedDecision, Decision, ReconHook, ReconItem, Verdict
 
 PAYEES = ("ann", "slow-ben", "ghost-cyd", "late-dan", "down-eve")
 

@@ -21,16 +21,8 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
-from saga import (
-    Application,
-    ContradictedDecision,
-    Decision,
-    Machine,
-    ReconPolicy,
-    Registry,
-    State,
-    Transition,
-)
+from saga import Application, Machine, ReconPolicy, Registry, State, Transition
+from saga.recon import ContradictedDecision, Decision
 
 PAYOUT = Machine(
     "payout",

@@ -24,13 +24,14 @@ from pathlib import Path
 
 import sqlalchemy as sa
 
-from saga import Engine, NewJob
+from saga import Engine
 from saga.core.ops.operators import Operators
 from saga.core.queue.kinds import Handlers
 from saga.core.queue.leases import Queue
 from saga.core.store.sqlfiles import parse_queries
 from saga.core.workers.worker import Worker
 from saga.purchase.steps import PurchaseSteps
+from saga.queue import NewJob
 from saga.web import create_app
 
 PASSWORD = "bench-password-123"  # noqa: S105 - a throwaway account in a bench database

@@ -23,10 +23,11 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from saga import Application, Emit, Engine, Machine, Registry, State, Transition
+from saga import Application, Engine, Machine, Registry, State, Transition
 from saga.core.logs import configure_logging
 from saga.core.messages.outbox import Event
 from saga.core.messages.rabbitmq import body_of, connect, declare_queue, message_properties
+from saga.events import Emit
 
 BROKER = "amqp://guest:guest@127.0.0.1:5672/%2F"
 PG = "postgresql+psycopg://postgres@127.0.0.1:5432/test"

@@ -44,8 +44,9 @@ def saga_setup(dsn: str) -> None:
 
 
 def saga_enqueue(dsn: str, jobs: int) -> None:
-    from saga import Engine, NewJob
+    from saga import Engine
     from saga.core.queue.leases import Queue
+    from saga.queue import NewJob
 
     with Engine(dsn) as engine:
         Queue(engine.db).enqueue_many(

@@ -110,12 +110,12 @@ class Application(Generic[S]):
             (``{"order": …, "payout": …}``): the state meaning "outcome
             unknown", the operators' outcomes and their events, the checker's
             job kind, the judge (``ReconPolicy(judge=…)``).  The engine wires
-            each kind's :class:`~saga.ReconHook` itself.
+            each kind's :class:`~saga.recon.ReconHook` itself.
         services: builds, once for an engine, the object of its own class its
             commands and users reach as ``engine.services`` (the purchase's
             ``engine.services.purchases``); typed by the class it returns.
             An object with a ``close()`` is closed with the engine.
-        sql: its tables and named queries (:class:`~saga.SqlComponent`): its
+        sql: its tables and named queries (:class:`~saga.store.SqlComponent`): its
             migrations are applied by ``saga db upgrade`` after the engine's, and
             its queries run in the engine's transactions (``tx.all("my_query")``).
         subscribers: in-process subscribers of its outbox events, by type
@@ -128,7 +128,7 @@ class Application(Generic[S]):
         messages: the messages its own inbox matched to one saga (``source``,
             ``event_id``, ``type``, ``outcome``, ``detail``, ``received_at``),
             shown with the engine's inbox's in the console's timeline.
-        money: for some saga ids, each one's money (:class:`~saga.MoneySummary`:
+        money: for some saga ids, each one's money (:class:`~saga.sagas.MoneySummary`:
             expected, charged, refunded, money moved outside the provider, and
             who or what it is about), shown by the console's queue, item and
             saga pages and by ``saga recon show``; sagas it leaves out hold none.
@@ -176,7 +176,7 @@ class Application(Generic[S]):
         """
         Its registry as the engine runs it: each kind knows its policy's outcomes.
 
-        A kind with a policy and no :class:`~saga.ReconHook` gets one: an
+        A kind with a policy and no :class:`~saga.recon.ReconHook` gets one: an
         application declares its policy once, the engine opens its items.
         """
         policies = self.recon_policies()

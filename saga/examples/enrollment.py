@@ -19,37 +19,34 @@ import tempfile
 import uuid
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from saga import (
     Application,
     Apply,
-    Change,
-    Checker,
     Context,
-    ContradictedDecision,
-    Decision,
-    Invariant,
     JobKind,
     Machine,
     OutcomeUnknown,
-    ReconHook,
-    ReconItem,
     ReconPolicy,
     Registry,
     Route,
     SagaRecord,
-    SqlComponent,
     State,
     Step,
     Timeout,
     Transition,
     Tx,
-    Verdict,
     by_saga_id,
     fire_in,
 )
 from saga.exceptions import VersionConflict
+from saga.ops import Invariant
+from saga.recon import Checker, ContradictedDecision, Decision, ReconHook, ReconItem, Verdict
+from saga.store import SqlComponent
+
+if TYPE_CHECKING:
+    from saga.sagas import Change
 
 _SIGNING = Timeout("signature_overdue", seconds_from="sign_seconds", since="created")
 

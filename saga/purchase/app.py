@@ -17,7 +17,7 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import Application, ReconHook, Registry, SqlComponent, Started, normalize_url
+from saga import Application, Registry
 from saga.cli import Commands, Option
 from saga.exceptions import InvalidInput
 from saga.purchase.cli import COMMANDS
@@ -34,12 +34,17 @@ from saga.purchase.steps import (
     hold_expiry_payload,
 )
 from saga.purchase.summary import money_of
+from saga.recon import ReconHook
+from saga.sagas import Started
+from saga.store import SqlComponent, normalize_url
 from state_machine.purchase import PURCHASE
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from saga import Context, Invariant, JobKind, Poller, SagaRecord
+    from saga import Context, JobKind, SagaRecord
+    from saga.ops import Invariant
+    from saga.queue import Poller
     from steps import PaymentProvider
 
 # Its tables (catalogue, purchases, money, access) and their queries, in

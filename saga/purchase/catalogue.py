@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga import Database, Tx
+    from saga import Tx
+    from saga.store import Database
 
 MAX_SEATS = 1_000_000
 LIST_MAX = 10_000

@@ -25,19 +25,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import (
-    DeadLetterFilter,
-    DeadLetters,
-    Outage,
-    Queue,
-    WorkerFleet,
-    WorkerOptions,
-    collect_stats,
-    remove_exchange,
-    verify,
-)
-from saga import declare_events_queue as declare_queue
+from saga.events import declare_events_queue as declare_queue
+from saga.events import remove_exchange
 from saga.exceptions import DatabaseError
+from saga.faults import Outage
+from saga.ops import collect_stats, verify
 from saga.purchase.chaos_actors import (
     Clients,
     EventWatcher,
@@ -61,11 +53,13 @@ from saga.purchase.chaos_aimed import (
 )
 from saga.purchase.chaos_plan import AIMED_FAULTS, ChaosPlan
 from saga.purchase.faults import CRASH_POINTS
+from saga.queue import DeadLetterFilter, DeadLetters, Queue, WorkerFleet, WorkerOptions
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from saga import Engine, Report
+    from saga import Engine
+    from saga.ops import Report
 
 HOLD_SECONDS: Final = 10
 LEASE_SECONDS: Final = 3.0

@@ -20,8 +20,8 @@ from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import DeadLetterFilter, DeadLetters, consume_events, get_logger
 from saga.codec import load_json
+from saga.events import consume_events
 from saga.exceptions import (
     BrokerUnavailable,
     ConflictError,
@@ -30,14 +30,20 @@ from saga.exceptions import (
     ProviderUnavailable,
     SagaError,
 )
+from saga.ops import get_logger
 from saga.purchase.chaos_plan import Fault
 from saga.purchase.inbox import ProviderEvent
+from saga.queue import DeadLetterFilter, DeadLetters
 
 if TYPE_CHECKING:
     import random
 
-    from saga import Engine, Event, Outage, ReconItem, WorkerFleet
+    from saga import Engine
+    from saga.events import Event
+    from saga.faults import Outage
     from saga.purchase.chaos_plan import ChaosPlan, Order
+    from saga.queue import WorkerFleet
+    from saga.recon import ReconItem
 
 log = get_logger(__name__)
 

@@ -44,9 +44,11 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import Consumer, Event, fire_in, lock_in
+from saga import fire_in
+from saga.events import Consumer, Event
 from saga.exceptions import ConflictError, DatabaseError, SagaError
 from saga.purchase.app import purchase_app
+from saga.sagas import lock_in
 from state_machine import Machine, State, Timeout, Transition
 
 if TYPE_CHECKING:

@@ -35,8 +35,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import collect_stats, verify
 from saga.exceptions import ConflictError, TransitionNotAllowed
+from saga.ops import collect_stats, verify
 from steps import PaymentMethod
 
 if TYPE_CHECKING:

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import Consumer, Emit
 from saga.codec import iso
+from saga.events import Consumer, Emit
 from state_machine.purchase import PURCHASE
 
 if TYPE_CHECKING:
-    from saga import Event, Tx
+    from saga import Tx
+    from saga.events import Event
 
 EVENT_FIELDS: Final = ("intensive_id", "student_id", "amount_minor", "currency")
 SCHEMA_VERSION: Final = 1

@@ -1,12 +1,12 @@
-"""The purchase's crash points, beside the engine's (``saga.CRASH_POINTS``)."""
+"""The purchase's crash points, beside the engine's (``saga.faults.CRASH_POINTS``)."""
 
 from __future__ import annotations
 
 from typing import Final
 
-from saga import CRASH_POINTS as ENGINE_CRASH_POINTS
+from saga.faults import CRASH_POINTS as ENGINE_CRASH_POINTS
 
-# Where its steps and its webhooks can die (``saga.crash_point``), by boundary.
+# Where its steps and its webhooks can die (``saga.faults.crash_point``), by boundary.
 PURCHASE_CRASH_POINTS: Final = (
     "request_payment.before_call",  # the intent committed, the provider not yet asked
     "request_payment.after_call",  # the provider answered, the answer not yet recorded

@@ -19,12 +19,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import Applied, Message, Observed, Route, open_review
+from saga import Message, Route
 from saga import validation as _validation
 from saga.codec import digest
+from saga.events import Applied, Observed
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase import money as _money
 from saga.purchase.steps import apply_payment, apply_refund
+from saga.recon import open_review
 from steps.purchase import PROVIDER_EVENTS, payment_evidence, payment_key, refund_key
 
 if TYPE_CHECKING:
@@ -33,7 +35,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import RowMapping
 
     from saga import Context, Registry, Tx
-    from saga import Delivery as Delivered
+    from saga.events import Delivery as Delivered
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
 EVENTS: Final = PROVIDER_EVENTS

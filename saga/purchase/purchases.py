@@ -12,7 +12,6 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import Change, Fired, Sagas, history_in
 from saga import validation as _validation
 from saga.codec import as_utc, iso, load_json, maybe_utc
 from saga.exceptions import (
@@ -25,6 +24,7 @@ from saga.exceptions import (
 )
 from saga.purchase.catalogue import get_intensive_in
 from saga.purchase.money import format_minor
+from saga.sagas import Change, Fired, Sagas, history_in
 from state_machine.purchase import PURCHASE, SEAT_FREE, SEAT_HELD, SEAT_TAKEN
 from steps import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS
 from steps.purchase import DEFAULT_HOLD_SECONDS as _DEFAULT_HOLD
@@ -34,7 +34,9 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga import Database, SagaRecord, Started, TransitionRecord, Tx
+    from saga import SagaRecord, Tx
+    from saga.sagas import Started, TransitionRecord
+    from saga.store import Database
 
 KIND: Final = PURCHASE.name
 DEFAULT_HOLD_SECONDS: Final = _DEFAULT_HOLD

@@ -16,27 +16,29 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import (
+from saga import ReconPolicy
+from saga.exceptions import InvalidInput, ProviderUnavailable
+from saga.purchase.money import format_minor, parse_amount
+from saga.purchase.payments import record_payment, record_refund, refund_evidence
+from saga.queue import error_text
+from saga.recon import (
     Checker,
     ContradictedDecision,
     Decision,
     ReconItem,
-    ReconPolicy,
     Verdict,
-    error_text,
-    get_in,
     record_observation,
 )
-from saga.exceptions import InvalidInput, ProviderUnavailable
-from saga.purchase.money import format_minor, parse_amount
-from saga.purchase.payments import record_payment, record_refund, refund_evidence
+from saga.sagas import get_in
 from steps.purchase import payment_evidence, payment_key, read_payment, refund_key
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from saga import Change, Database, Registry, SagaRecord, Tx
+    from saga import Registry, SagaRecord, Tx
     from saga.purchase.services import PurchaseContext
+    from saga.sagas import Change
+    from saga.store import Database
     from steps import PaymentProvider, ProviderPayment, ProviderRefund
 
 # What an automatic check may settle on its own, by subject and reading.

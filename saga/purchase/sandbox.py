@@ -18,9 +18,9 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import Database, SqlComponent, normalize_url
 from saga.codec import digest, load_json
 from saga.exceptions import DatabaseMissing
+from saga.store import Database, SqlComponent, normalize_url
 from steps import OutcomeUnknown, PaymentMethod, PermanentError, ProviderPayment, ProviderRefund
 
 if TYPE_CHECKING:

@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Final, TypeAlias
 
-from saga import Context, Engine, record_provider_call
+from saga import Context, Engine
+from saga.ops import record_provider_call
 from saga.purchase.catalogue import Catalogue
 from saga.purchase.inbox import Inbox
 from saga.purchase.purchases import Purchases

@@ -17,23 +17,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import (
-    Apply,
-    JobKind,
-    NewJob,
-    SagaRecord,
-    classify_error,
-    crash_point,
-    enqueue_in,
-    error_text,
-    fenced,
-    fire_in,
-    get_logger,
-    lock_in,
-    open_review,
-)
+from saga import Apply, JobKind, SagaRecord, fire_in
 from saga.codec import as_utc
 from saga.exceptions import LeaseLost, TransitionNotAllowed
+from saga.faults import crash_point
+from saga.ops import get_logger
 from saga.purchase.payments import (
     mark_payment_unknown,
     mark_refund_unknown,
@@ -42,6 +30,9 @@ from saga.purchase.payments import (
     record_refund,
     refund_evidence,
 )
+from saga.queue import NewJob, classify_error, enqueue_in, error_text, fenced
+from saga.recon import open_review
+from saga.sagas import lock_in
 from steps import OutcomeUnknown, ProviderPayment, StepError, TransientError
 from steps.purchase import payment_evidence, payment_key, read_payment, refund_key
 
@@ -50,7 +41,9 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga import Change, Database, Job, Registry, Tx
+    from saga import Job, Registry, Tx
+    from saga.sagas import Change
+    from saga.store import Database
     from steps import PaymentProvider, ProviderRefund
     from steps.errors import ErrorClass
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Final
 
-from saga import MoneySummary, Movement
 from saga.purchase.money import exponent
+from saga.sagas import MoneySummary, Movement
 
 if TYPE_CHECKING:
     from collections.abc import Sequence

@@ -16,9 +16,9 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from saga import Invariant
 from saga.codec import load_json
 from saga.exceptions import SagaError
+from saga.ops import Invariant
 from state_machine.purchase import PURCHASE
 
 if TYPE_CHECKING:

@@ -8,8 +8,10 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from saga import crash_point, get_logger, sign_webhook
+from saga.events import sign_webhook
 from saga.exceptions import InvalidInput, ProviderUnavailable
+from saga.faults import crash_point
+from saga.ops import get_logger
 from saga.purchase.inbox import event_from_body
 
 if TYPE_CHECKING:

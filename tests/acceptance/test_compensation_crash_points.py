@@ -14,11 +14,12 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 
-from saga import Engine, verify
+from saga import Engine
 from saga.core.faults import EXIT_CODE
 from saga.core.workers.supervisor import builtin_handlers
 from saga.core.workers.worker import Worker
 from saga.examples.approvals import app as approval_app
+from saga.ops import verify
 from saga.purchase.faults import CRASH_POINTS
 from saga.testing import run_due
 from tests.helpers import engine_on, expire_lease, rows, wait_until

@@ -6,9 +6,10 @@ import json
 
 import pytest
 
-from saga import Engine, collect_stats
+from saga import Engine
 from saga.cli import main
 from saga.cli.common import Output
+from saga.ops import collect_stats
 from saga.purchase.cli.demo import _print, _print_left
 
 

@@ -273,8 +273,8 @@ def test_access_comes_with_the_confirmation(shop, db_url):
 
 def test_an_old_grant_job_gives_no_access_to_a_purchase_that_is_not_confirmed(shop, db_url):
     """A grant job from before access came with the confirmation, run after a cancellation."""
-    from saga import NewJob
     from saga.purchase.steps import PurchaseSteps
+    from saga.queue import NewJob
 
     purchase = start(shop, "op-1", "s1")
     shop.services.purchases.cancel(purchase.id, reason="changed plans")

@@ -17,12 +17,13 @@ from pathlib import Path
 
 import pytest
 
-from saga import Engine, NewJob
+from saga import Engine
 from saga.core.ops.operators import Operators
 from saga.core.queue.kinds import Handlers
 from saga.core.queue.leases import Queue
 from saga.core.workers.worker import Worker
 from saga.purchase.steps import PurchaseSteps
+from saga.queue import NewJob
 from tests.integration.test_console import console_process
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -27,15 +27,17 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from saga import DeadLetterFilter, DeadLetters, Engine, collect_stats, verify
+from saga import Engine
 from saga.codec import load_json
 from saga.core import faults
 from saga.core.workers.supervisor import builtin_handlers
 from saga.core.workers.worker import Worker
 from saga.exceptions import ConflictError, InvalidInput
+from saga.ops import collect_stats, verify
 from saga.purchase.chaos_plan import METHODS
 from saga.purchase.faults import CRASH_POINTS
 from saga.purchase.inbox import ProviderEvent
+from saga.queue import DeadLetterFilter, DeadLetters
 from saga.testing import SagaClock
 from tests.conftest import PostgresSchema, require_postgres
 

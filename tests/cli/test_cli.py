@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from saga import Engine, NewJob
+from saga import Engine
 from saga.cli import main
 from saga.core.queue.leases import Queue
+from saga.queue import NewJob
 from tests.helpers import dump
 
 PURCHASE_FIELDS = {

@@ -6,10 +6,12 @@ import json
 
 import pytest
 
-from saga import Consumer, Emit, Engine, Event, Registry, Relay, Subscribers, verify
+from saga import Engine, Registry
 from saga.core.messages.outbox import replay_dead
 from saga.core.queue.backoff import Backoff
+from saga.events import Consumer, Emit, Event, Relay, Subscribers
 from saga.exceptions import ApplicationError, PublishFailed
+from saga.ops import verify
 from tests.helpers import engine_on, execute, rows, scalar
 from tests.outbox_app import app, order
 

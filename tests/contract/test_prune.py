@@ -7,21 +7,12 @@ import random
 
 import pytest
 
-from saga import (
-    Handlers,
-    JobKind,
-    Message,
-    NewJob,
-    PermanentError,
-    Queue,
-    Route,
-    Worker,
-    by_saga_id,
-    verify,
-)
+from saga import JobKind, Message, PermanentError, Route, by_saga_id
 from saga.cli import main
 from saga.core.ops.prune import Pruner, parse_duration
 from saga.exceptions import InvalidInput
+from saga.ops import verify
+from saga.queue import Handlers, NewJob, Queue, Worker
 from tests.contract.test_outbox import Collect, outbox, relay_to
 from tests.helpers import count_rows, engine_on, execute, rows, scalar
 from tests.outbox_app import app

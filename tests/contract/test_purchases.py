@@ -6,16 +6,8 @@ from datetime import timedelta
 
 import pytest
 
-from saga import (
-    RECONCILIATION,
-    TIMER,
-    Engine,
-    Machine,
-    State,
-    Transition,
-    default_registry,
-    fire_in,
-)
+from saga import Engine, Machine, State, Transition, fire_in
+from saga.core.engine import default_registry
 from saga.exceptions import (
     DuplicatePurchase,
     IdempotencyConflict,
@@ -25,6 +17,7 @@ from saga.exceptions import (
     TransitionNotAllowed,
     VersionConflict,
 )
+from saga.sagas import RECONCILIATION, TIMER
 from tests.helpers import dump, rows, scalar
 
 PAID = {"amount_minor": 4990, "currency": "EUR"}

@@ -6,12 +6,12 @@ from datetime import timedelta
 
 import pytest
 
-from saga import NewJob, enqueue_in
 from saga.codec import as_utc
 from saga.core.ops.stats import collect
 from saga.core.queue.dead_letters import DeadLetters, Filter
 from saga.core.queue.leases import Done, Queue
 from saga.exceptions import JobConflict, NotFound
+from saga.queue import NewJob, enqueue_in
 from tests.helpers import dump, execute, expire_lease, expire_lease_in, make_due, rows, scalar
 
 KINDS = ["export", "noop"]

@@ -20,9 +20,10 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from saga import Engine, NewJob
+from saga import Engine
 from saga.core.queue.leases import Done, Queue
 from saga.exceptions import JobConflict
+from saga.queue import NewJob
 from tests.conftest import PostgresSchema, require_postgres
 from tests.helpers import expire_lease, scalar
 

@@ -8,7 +8,8 @@ On SQLite and on PostgreSQL.
 
 from __future__ import annotations
 
-from saga import fire_in, lock_in
+from saga import fire_in
+from saga.sagas import lock_in
 from tests.helpers import statements_seen
 
 

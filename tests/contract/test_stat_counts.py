@@ -15,11 +15,12 @@ import threading
 
 import pytest
 
-from saga import NewJob, Queue, verify
 from saga.core.ops import stats
 from saga.core.ops.prune import Pruner
 from saga.core.ops.stats import CountsRollUp
 from saga.core.workers.worker import Worker
+from saga.ops import verify
+from saga.queue import NewJob, Queue
 from tests.contract.test_outbox import Collect, relay_to
 from tests.contract.test_prune import KINDS, ROUTES, history
 from tests.helpers import engine_on, execute, rows, scalar

@@ -7,12 +7,12 @@ import time
 import pytest
 import structlog
 
-from saga import NewJob
 from saga.core.queue.backoff import Backoff
 from saga.core.queue.kinds import Apply, Handlers, JobKind
 from saga.core.queue.leases import Queue
 from saga.core.sagas.timers import timer_kind
 from saga.core.workers.worker import Worker
+from saga.queue import NewJob
 from steps.errors import OutcomeUnknown, PermanentError, TransientError
 from tests.helpers import db_now, expire_lease, make_due, rows, scalar, wait_until
 

@@ -11,10 +11,11 @@ never claims ahead.  On SQLite and on PostgreSQL.
 from __future__ import annotations
 
 import saga.core.queue.leases
-from saga import Apply, NewJob, enqueue_in
+from saga import Apply
 from saga.core.queue.kinds import Handlers, JobKind
 from saga.core.queue.leases import Queue
 from saga.core.workers.worker import Worker
+from saga.queue import NewJob, enqueue_in
 from tests.helpers import commits_seen
 
 CHAIN = 10

@@ -17,11 +17,11 @@ import threading
 import pytest
 
 import saga.core.workers.worker
-from saga import NewJob
 from saga.core.queue.kinds import Handlers, JobKind
 from saga.core.queue.leases import Queue
 from saga.core.workers.worker import Worker
 from saga.exceptions import DatabaseError, DatabaseUnavailable
+from saga.queue import NewJob
 
 
 def _failing_first(monkeypatch, error):

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import threading
 
-from saga import NewJob
 from saga.core.queue.backoff import Backoff
 from saga.core.queue.kinds import Handlers, JobKind
 from saga.core.queue.leases import Queue
 from saga.core.workers.worker import Worker
+from saga.queue import NewJob
 from steps.errors import TransientError
 from tests.helpers import expire_lease, make_due, rows, wait_until
 

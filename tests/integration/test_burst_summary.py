@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from saga import NewJob
 from saga.core.queue.kinds import Handlers, JobKind
 from saga.core.queue.leases import Queue
 from saga.core.workers.worker import Worker
+from saga.queue import NewJob
 from tests.helpers import expire_lease, rows
 
 ROOT = Path(__file__).resolve().parents[2]

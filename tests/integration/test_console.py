@@ -210,7 +210,7 @@ def test_a_stale_version_is_refused(shop, browser):
 
 def dead_letter(shop, job_id="poison-1"):
     queue = Queue(shop.db)
-    from saga import NewJob
+    from saga.queue import NewJob
 
     queue.enqueue(NewJob(id=job_id, queue="misc", kind="poison", payload={}))
     (job,) = queue.claim(["poison"], batch=1)

@@ -22,13 +22,14 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from saga import Engine, NewJob
+from saga import Engine
 from saga.cli import main
 from saga.core.queue.kinds import Handlers, JobKind
 from saga.core.queue.leases import Queue
 from saga.core.store.db import Database
 from saga.core.workers.worker import Worker
 from saga.exceptions import DatabaseBusy
+from saga.queue import NewJob
 from tests.conftest import IN_CI, _libpq_url
 from tests.helpers import db_now, rows, scalar, wait_until
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from saga import Engine, Event
+from saga import Engine
 from saga.core.messages.rabbitmq import connect
+from saga.events import Event
 from saga.purchase.events import recorded_sales
 from tests.contract.test_outbox import Collect, Tally, expire_leases, make_due, outbox, place
 from tests.helpers import engine_on

@@ -17,12 +17,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from saga import RECONCILIATION, Application, Engine, Message, Route, by_saga_id
+from saga import Application, Engine, Message, Route, by_saga_id
 from saga.cli import main
 from saga.core.app import default_app
 from saga.core.messages.inbox import Inbox
 from saga.examples import enrollment as enrollment_app
 from saga.exceptions import ApplicationError, EventRefused, InvalidInput
+from saga.sagas import RECONCILIATION
 from saga.web import create_app
 from tests import recon_kinds_app
 from tests.helpers import count_rows, dump
@@ -334,7 +335,8 @@ def test_each_kind_has_its_own_unknown_state_outcomes_and_judge(desk, db_url, ca
 
 def test_a_hook_without_a_policy_is_refused(db_url):
     """A ReconHook whose kind has no policy would open items no one can resolve."""
-    from saga import ReconHook, Registry
+    from saga import Registry
+    from saga.recon import ReconHook
 
     registry = Registry()
     registry.register(recon_kinds_app.PAYOUT, hooks=[ReconHook(recon_kinds_app.PAYOUT_RECON)])

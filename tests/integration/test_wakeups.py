@@ -15,8 +15,9 @@ import psycopg
 import pytest
 import sqlalchemy as sa
 
-from saga import Engine, NewJob, enqueue_in
+from saga import Engine
 from saga.core.queue.leases import ClaimSpec, Queue, claim_in
+from saga.queue import NewJob, enqueue_in
 
 SENTINEL = "wakeups-test-end"
 

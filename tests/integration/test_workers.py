@@ -15,8 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from saga import Engine, NewJob
+from saga import Engine
 from saga.core.queue.leases import Queue
+from saga.queue import NewJob
 from tests.helpers import expire_lease, rows, scalar, wait_until
 from tests.parallel import race
 

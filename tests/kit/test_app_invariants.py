@@ -6,8 +6,8 @@ import dataclasses
 
 import pytest
 
-from saga import Invariant
 from saga.examples.approvals import app
+from saga.ops import Invariant
 from saga.testing import run_saga_test
 from tests.conftest import POSTGRES_URL, require_postgres
 

@@ -9,8 +9,9 @@ import dataclasses
 
 import pytest
 
-from saga import Invariant, Machine, State, Transition, guard
+from saga import Machine, State, Transition, guard
 from saga.examples.approvals import app as approvals
+from saga.ops import Invariant
 from saga.testing import Coverage, run_saga_test
 from saga.testing import _coverage as coverage_module
 from saga.testing.plugin import pytest_terminal_summary

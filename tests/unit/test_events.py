@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from saga import Emit, Event
 from saga.core.messages.relay import topic_matches
+from saga.events import Emit, Event
 from tests.outbox_app import order
 
 words = st.lists(st.sampled_from(["order", "paid", "a", "b"]), min_size=1, max_size=4)

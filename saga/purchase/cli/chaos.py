@@ -153,7 +153,7 @@ def _chaos(args: argparse.Namespace, out: Output) -> int:
     if getattr(args, "app", None) is None:
         # The purchase, and the tally sagas the aimed faults race on (the CLI
         # loaded the plain purchase before parsing: this run opens its own).
-        from saga import load_app
+        from saga.ops import load_app
 
         args.app = APP_SPEC
         args.loaded_app = load_app(APP_SPEC).configured(vars(args))

@@ -1,0 +1,34 @@
+"""
+Reconciliation beyond its policy.
+
+Items, the hook that opens them, the checker that looks again, the judge
+that checks operators' decisions, and the evidence they record.
+docs/applications.md explains them; docs/api.md lists them.
+"""
+
+from __future__ import annotations
+
+from saga.core.recon.checker import Checker, Verdict
+from saga.core.recon.items import (
+    ContradictedDecision,
+    Decision,
+    Judge,
+    Observation,
+    ReconHook,
+    ReconItem,
+    open_review,
+    record_observation,
+)
+
+__all__ = [
+    "Checker",
+    "ContradictedDecision",
+    "Decision",
+    "Judge",
+    "Observation",
+    "ReconHook",
+    "ReconItem",
+    "Verdict",
+    "open_review",
+    "record_observation",
+]

@@ -1,0 +1,46 @@
+"""
+Sagas at run time, beyond the top level.
+
+What moving a saga returns, the hooks and starters a kind registers, reads
+and locks inside a transaction, the money an application shows, and the rest
+of the definition language: the origins ``fired_by`` names, Mermaid diagrams.
+docs/sagas.md explains them; docs/api.md lists them.
+"""
+
+from __future__ import annotations
+
+from saga.core.sagas.money import MoneySummary, Movement
+from saga.core.sagas.transitions import (
+    Change,
+    Fired,
+    SagaHook,
+    Sagas,
+    Started,
+    Starter,
+    get_in,
+    history_in,
+    lock_in,
+)
+from saga.core.store.records import TransitionRecord
+from state_machine import OPERATOR, RECONCILIATION, ROUTE, STEP, TIMER, to_mermaid
+
+__all__ = [
+    "OPERATOR",
+    "RECONCILIATION",
+    "ROUTE",
+    "STEP",
+    "TIMER",
+    "Change",
+    "Fired",
+    "MoneySummary",
+    "Movement",
+    "SagaHook",
+    "Sagas",
+    "Started",
+    "Starter",
+    "TransitionRecord",
+    "get_in",
+    "history_in",
+    "lock_in",
+    "to_mermaid",
+]
