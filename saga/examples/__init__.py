@@ -6,5 +6,6 @@ Example applications, shipped so that they run after ``pip install``.
   reconciliation and invariants, the worked example of docs/applications.md
   (``--app saga.examples.enrollment:app``).
 
-Both are written with the public API only (``from saga import …``), as a user's would be.
+Both are written with the public API only (``saga`` and its namespaces, docs/api.md), as a
+user's would be.
 """
