@@ -179,7 +179,7 @@ def random_refund_key() -> None:
 
 def expiry_without_asking() -> None:
     """A hold expires without asking the provider whether the money arrived."""
-    from saga.purchase import app, steps  # noqa: PLC0415
+    from saga.purchase import app, hooks  # noqa: PLC0415
 
     def not_paid(db: Any, provider: Any, saga: Any, event: str) -> dict[str, Any]:
         del db, provider, saga
@@ -187,7 +187,7 @@ def expiry_without_asking() -> None:
             return {"provider_status": "not_paid", "checked": "nobody asked"}
         return {}
 
-    _swap("expiry_without_asking", steps, "hold_expiry_payload", not_paid)
+    _swap("expiry_without_asking", hooks, "hold_expiry_payload", not_paid)
     _swap("expiry_without_asking", app, "hold_expiry_payload", not_paid)
 
 

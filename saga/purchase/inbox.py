@@ -24,7 +24,7 @@ from saga import validation as _validation
 from saga.codec import digest
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase import money as _money
-from saga.purchase.steps import apply_payment, apply_refund
+from saga.purchase.answers import apply_payment, apply_refund
 from steps.purchase import PROVIDER_EVENTS, payment_evidence, payment_key, refund_key
 
 if TYPE_CHECKING:
