@@ -59,7 +59,7 @@ COMMAND_MODULES: Final = {
     "instances": "instances",
     "explain": "instances",
     "messages": "messages",
-    "worker": "queue",
+    "worker": "worker",
     "stats": "queue",
     "dlq": "queue",
     "relay": "events",

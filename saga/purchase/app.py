@@ -22,17 +22,17 @@ from saga.cli import Commands, Option
 from saga.exceptions import InvalidInput
 from saga.purchase.cli import COMMANDS
 from saga.purchase.events import PURCHASE_EVENTS, SALES
+from saga.purchase.hooks import (
+    AccessHook,
+    ExpiryAnswerHook,
+    LatePaymentHook,
+    hold_expiry_payload,
+)
 from saga.purchase.inbox import ROUTES
 from saga.purchase.purchases import SeatHook
 from saga.purchase.recon import PURCHASE_RECON, payment_checker
 from saga.purchase.services import SANDBOX_URL_ENV, Payments, PurchaseContext, PurchaseServices
-from saga.purchase.steps import (
-    AccessHook,
-    ExpiryAnswerHook,
-    LatePaymentHook,
-    PurchaseSteps,
-    hold_expiry_payload,
-)
+from saga.purchase.steps import PurchaseSteps
 from saga.purchase.summary import money_of
 from saga.recon import ReconHook
 from saga.sagas import Started

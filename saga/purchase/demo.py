@@ -19,24 +19,26 @@ on a queue with nothing due soon, and the report names what is left (the
 deadlines of the items waiting for an operator).  Its figures are this
 run's, except ``verify`` and ``outbox``, which cover the whole database: the
 report says how many purchases and demo runs that is.
+
+The plan a seed draws is :mod:`saga.purchase.demo_plan`'s, the report
+:mod:`saga.purchase.demo_report`'s.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import random
 import secrets
 import signal
 import subprocess
 import sys
 import time
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from saga.exceptions import ConflictError, TransitionNotAllowed
-from saga.ops import collect_stats, verify
+from saga.ops import collect_stats
+from saga.purchase.demo_plan import Outcome, Plan
+from saga.purchase.demo_report import DRAIN_HORIZON_S, demo_report, jobs_left
 from steps import PaymentMethod
 
 if TYPE_CHECKING:
@@ -44,23 +46,6 @@ if TYPE_CHECKING:
 
     from saga import Engine
 
-# (payment method, weight): mostly fine, some declines, late payments,
-# timeouts, wrong amounts, messy webhooks and refund trouble.
-MIX: Final = (
-    ("pm_ok", 70),
-    ("pm_declined", 7),
-    ("pm_late", 4),
-    ("pm_timeout_after_charge", 3),
-    ("pm_timeout_before_charge", 3),
-    ("pm_amount_mismatch", 2),
-    ("pm_duplicate_webhooks", 4),
-    ("pm_out_of_order_webhooks", 3),
-    ("pm_refund_fails", 2),
-    ("pm_refund_timeout", 2),
-    ("pm_stale_failure_first", 2),
-)
-# Share of fine purchases whose student cancels after paying (a refund).
-CANCEL_SHARE: Final = 0.03
 HOLD_SECONDS: Final = 15
 # Workers' leases: short against the hold they guard, so that a killed
 # worker's purchases come back (in one batch) long before their hold runs out.
@@ -68,81 +53,6 @@ LEASE_SECONDS: Final = 5
 # At most this many accepted purchases wait for their payment request.
 WINDOW: Final = 20
 SETTLED: Final = frozenset({"confirmed", "expired", "cancelled", "refunded"})
-# Jobs due within this many seconds (database clock) of the run's settling are
-# worked before the workers stop; later ones are named in the report.
-DRAIN_HORIZON_S: Final = 60.0
-# What each kind of job left behind is, for the report.
-LEFT_BEHIND: Final = {
-    "recon.deadline": "deadlines of reconciliation items waiting for an operator",
-    "purchase.check_payment": "late looks at a payment still unsettled at the provider",
-}
-
-
-@dataclass(slots=True)
-class Plan:
-    """The purchases a run makes, drawn from ``seed``."""
-
-    run: str
-    intensives: dict[str, int]
-    purchases: list[tuple[str, str, str, str]]  # operation id, intensive, student, method
-    cancel: set[str] = field(default_factory=set)  # operation ids cancelled after paying
-
-    @classmethod
-    def draw(cls, *, purchases: int, seed: int, run: str) -> Plan:
-        """
-        A reproducible plan: ``purchases`` purchases over four intensives.
-
-        One intensive has half as many seats as buyers (it sells out); the
-        others have a seat for each of their buyers.
-        """
-        rng = random.Random(seed)
-        hot = max(5, purchases // 50)
-        rest = purchases - hot
-        weights_of = {
-            f"demo-{run}-js-bootcamp": max(1, rest * 2 // 5),
-            f"demo-{run}-python-deep-dive": max(1, rest * 7 // 20),
-            f"demo-{run}-sql-masterclass": max(1, rest // 4),
-            f"demo-{run}-rust-weekend": hot,
-        }
-        names = list(weights_of)
-        weights = list(weights_of.values())
-        methods = [method for method, _ in MIX]
-        mix = [weight for _, weight in MIX]
-        plan = cls(run=run, intensives={}, purchases=[])
-        for n in range(purchases):
-            operation = f"demo-{run}-op-{n:05d}"
-            method = rng.choices(methods, mix)[0]
-            intensive = rng.choices(names, weights)[0]
-            plan.purchases.append((operation, intensive, f"student-{n:05d}", method))
-            if method in ("pm_refund_fails", "pm_refund_timeout") or (
-                method == "pm_ok" and rng.random() < CANCEL_SHARE
-            ):
-                plan.cancel.add(operation)
-        buyers = Counter(intensive for _, intensive, _, _ in plan.purchases)
-        for name in names:
-            contested = name.endswith("rust-weekend")
-            plan.intensives[name] = max(1, buyers[name] // 2 if contested else buyers[name])
-        return plan
-
-    @property
-    def contested(self) -> str:
-        """The intensive with fewer seats than buyers."""
-        return next(name for name in self.intensives if name.endswith("rust-weekend"))
-
-
-@dataclass(slots=True)
-class Outcome:
-    """What a run did and found."""
-
-    accepted: dict[str, str] = field(default_factory=dict)  # operation id -> purchase id
-    refused: Counter[str] = field(default_factory=Counter)
-    retried_same_key: int = 0
-    cancelled_after_paying: int = 0
-    seconds: float = 0.0
-    settled: bool = False
-    # Purchases that may still wait for their payment request: the count of
-    # the last look at the database, plus every acceptance since.
-    waiting: int = 0
 
 
 def run_demo(
@@ -186,7 +96,7 @@ def run_demo(
     finally:
         _stop(process)
     outcome.seconds = time.monotonic() - start
-    return _report(engine, plan, outcome, seed=seed, workers=workers)
+    return demo_report(engine, plan, outcome, seed=seed, workers=workers)
 
 
 def _start_workers(
@@ -369,128 +279,6 @@ def _queues_idle(engine: Engine, drain_outbox: bool) -> bool:
     return not busy and engine.services.sandbox.next_webhook_in() is None
 
 
-def _jobs_left(engine: Engine) -> list[dict[str, Any]]:
-    """Pending jobs of the whole database by kind, and when they are due."""
-    rows = engine.db.transaction(lambda tx: tx.all("demo_jobs_left"), write=False)
-    return [
-        {
-            "queue": row["queue"],
-            "kind": row["kind"],
-            "pending": int(row["pending"]),
-            "first_due_in_s": round(float(row["first_due_in_s"]), 1),
-            "last_due_in_s": round(float(row["last_due_in_s"]), 1),
-            "what": LEFT_BEHIND.get(row["kind"], ""),
-        }
-        for row in rows
-    ]
-
-
 def _due_soon(engine: Engine) -> bool:
     """Whether a pending job is due within the drain horizon."""
-    return any(job["first_due_in_s"] <= DRAIN_HORIZON_S for job in _jobs_left(engine))
-
-
-def _scope(engine: Engine, figures: dict[str, Any]) -> dict[str, Any]:
-    """What the whole-database figures (``verify``, ``outbox``) cover."""
-    purchases = figures["saga_kinds"].get("purchase", {})
-    runs = {
-        intensive.id.split("-")[1]
-        for intensive in engine.services.catalogue.list(limit=10_000)
-        if intensive.id.startswith("demo-")
-    }
-    return {
-        "purchases": sum(int(state["count"]) for state in purchases.values()),
-        "demo_runs": len(runs),
-        "sagas": sum(int(count) for count in figures["sagas"].values()),
-    }
-
-
-def _report(
-    engine: Engine, plan: Plan, outcome: Outcome, *, seed: int, workers: int
-) -> dict[str, Any]:
-    mine = set(outcome.accepted.values())
-    purchases = [
-        purchase
-        for intensive in plan.intensives
-        for purchase in engine.services.purchases.list(intensive_id=intensive, limit=10_000)
-    ]
-    states = Counter(p.state for p in purchases)
-    methods = {op: method for op, _, _, method in plan.purchases}
-    by_method: dict[str, Counter[str]] = {}
-    for purchase in purchases:
-        by_method.setdefault(methods[purchase.operation_id or ""], Counter())[purchase.state] += 1
-    ledger = engine.services.sandbox.ledger()
-    charges = [c for c in ledger["charges"] if c["reference"] in mine]
-    refunds = [r for r in ledger["refunds"] if r["reference"] in mine]
-    items = [p.reconciliation for p in purchases if p.reconciliation is not None]
-    lags = sorted(
-        float(row["lag_s"])
-        for row in engine.db.transaction(
-            lambda tx: tx.all(
-                "payment_request_lag", intensive_ids=json.dumps(sorted(plan.intensives))
-            ),
-            write=False,
-        )
-    )
-    report = verify(engine)
-    figures = collect_stats(engine.db)
-    return {
-        "run": plan.run,
-        "seed": seed,
-        "workers": workers,
-        "purchases": {
-            "planned": len(plan.purchases),
-            "accepted": len(outcome.accepted),
-            "refused": dict(outcome.refused),
-            "retried_same_operation_id": outcome.retried_same_key,
-            "cancelled_after_paying": outcome.cancelled_after_paying,
-            "by_state": dict(sorted(states.items())),
-            "by_payment_method": {m: dict(sorted(c.items())) for m, c in sorted(by_method.items())},
-        },
-        "seats": [engine.services.catalogue.get(i).to_json() for i in plan.intensives],
-        "money": {
-            "charges": dict(Counter(c["status"] for c in charges)),
-            "charged_minor": sum(
-                int(c["charged_minor"] or 0) for c in charges if c["status"] == "succeeded"
-            ),
-            "refunds": dict(Counter(r["status"] for r in refunds)),
-            "refunded_minor": sum(
-                int(r["amount_minor"]) for r in refunds if r["status"] == "succeeded"
-            ),
-        },
-        "reconciliation": {
-            "opened": len(items),
-            "settled_automatically": sum(1 for i in items if i["status"] == "resolved"),
-            "waiting_for_an_operator": [
-                {"id": i["id"], "saga_id": p.id, "reason": i["reason"], "owner": i["owner"]}
-                for p in purchases
-                if (i := p.reconciliation) is not None and i["status"] == "open"
-            ],
-        },
-        "payment_request_lag_s": {
-            "p50": _quantile(lags, 0.50),
-            "p99": _quantile(lags, 0.99),
-            "max": round(lags[-1], 3) if lags else None,
-        },
-        "outbox": {
-            key: value
-            for key, value in figures["outbox"].items()
-            if key in ("unpublished", "published", "broker_errors")
-        },
-        # verify and outbox read the whole database, which may hold earlier runs.
-        "database": _scope(engine, figures),
-        "left": {"horizon_s": DRAIN_HORIZON_S, "jobs": _jobs_left(engine)},
-        "settled": outcome.settled,
-        "seconds": round(outcome.seconds, 1),
-        "purchases_per_second": round(len(outcome.accepted) / outcome.seconds, 1)
-        if outcome.seconds
-        else None,
-        "verify": report.to_json(),
-    }
-
-
-def _quantile(values: list[float], q: float) -> float | None:
-    """The ``q`` quantile of sorted ``values`` (nearest rank), rounded to the millisecond."""
-    if not values:
-        return None
-    return round(values[min(len(values) - 1, int(q * len(values)))], 3)
+    return any(job["first_due_in_s"] <= DRAIN_HORIZON_S for job in jobs_left(engine))

@@ -25,7 +25,7 @@ from saga.codec import digest
 from saga.events import Applied, Observed
 from saga.exceptions import InvalidInput, ProviderUnavailable
 from saga.purchase import money as _money
-from saga.purchase.steps import apply_payment, apply_refund
+from saga.purchase.answers import apply_payment, apply_refund
 from saga.recon import open_review
 from steps.purchase import PROVIDER_EVENTS, payment_evidence, payment_key, refund_key
 

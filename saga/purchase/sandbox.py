@@ -7,12 +7,12 @@ own on PostgreSQL) through its own connection, never inside an engine
 transaction, and honours idempotency keys like real providers: the same key
 replays the first answer; the same key with other parameters is refused.
 Its webhooks wait in its ledger until a worker delivers them to the
-engine's inbox.
+engine's inbox.  What each test payment method does to a charge and its
+webhooks is :mod:`saga.purchase.sandbox_methods`'s.
 """
 
 from __future__ import annotations
 
-import json
 import re
 import uuid
 from dataclasses import dataclass
@@ -20,6 +20,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 from saga.codec import digest, load_json
 from saga.exceptions import DatabaseMissing
+from saga.purchase.sandbox_methods import (
+    announce_charge,
+    charge_outcome,
+    payment_body,
+    queue_webhook,
+    settle_due,
+)
 from saga.store import Database, SqlComponent, normalize_url
 from steps import OutcomeUnknown, PaymentMethod, PermanentError, ProviderPayment, ProviderRefund
 
@@ -33,14 +40,6 @@ _SETUP_LOCK: Final = 0x5A6A_0002
 # The sandbox's ledger lives in a database of its own, with its own SQL.
 SANDBOX_SQL: Final = SqlComponent.bundled("sandbox")
 DEFAULT_SCHEMA: Final = "saga_sandbox"
-# What pm_amount_mismatch charges on top of the asked amount, in minor units.
-MISMATCH_EXTRA: Final = 100
-# How long a pm_stale_failure_first charge stays pending before it succeeds.
-SETTLE_SECONDS: Final = 1.0
-# A create call that timed out after charging: the provider's webhook about
-# that charge comes later than the call's answer would have, so the engine
-# meets the unknown outcome first (reconciliation) and the webhook after it.
-LATE_WEBHOOK_SECONDS: Final = 3.0
 
 
 def sandbox_url_for(engine_url: str) -> str:
@@ -139,7 +138,7 @@ class Sandbox:
             existing = tx.one("charge_by_key", key=key)
             if existing is not None:
                 return _checked(existing, params, key), False
-            status, charged = _charge_outcome(method, amount_minor)
+            status, charged = charge_outcome(method, amount_minor)
             payment_id = f"pay_{uuid.uuid4().hex[:20]}"
             inserted = tx.one(
                 "insert_charge",
@@ -160,7 +159,7 @@ class Sandbox:
             row = tx.one("charge_by_key", key=key)
             row = _must(row)
             payment = _payment(row)
-            self._announce_charge(tx, payment, method, reference)
+            announce_charge(tx, payment, method, reference)
             return payment, True
 
         payment, created = self.db.transaction(work)
@@ -171,43 +170,11 @@ class Sandbox:
             )
         return payment
 
-    def _announce_charge(
-        self, tx: Tx, payment: ProviderPayment, method: str, reference: str
-    ) -> None:
-        if payment.status == "pending" and method != PaymentMethod.STALE_FAILURE_FIRST:
-            return
-        kind = "payment.succeeded" if payment.status == "succeeded" else "payment.failed"
-        body = _payment_body(payment, reference)
-        event_id = f"evt_{uuid.uuid4().hex[:20]}"
-        copies = 2 if method == PaymentMethod.DUPLICATE_WEBHOOKS else 1
-        delay = LATE_WEBHOOK_SECONDS if method == PaymentMethod.TIMEOUT_AFTER_CHARGE else 0.0
-        for _ in range(copies):
-            _queue(tx, event_id, kind, body, delay=delay)
-        if method == PaymentMethod.STALE_FAILURE_FIRST:
-            # A failure about an earlier attempt arrives at once, before the
-            # charge settles; the success follows when it does.
-            stale = {**body, "status": "failed", "created_order": 0}
-            _queue(tx, f"evt_{uuid.uuid4().hex[:20]}", "payment.failed", stale, delay=0.0)
-            settled = {**body, "status": "succeeded", "amount_minor": payment.amount_minor}
-            _queue(
-                tx,
-                f"evt_{uuid.uuid4().hex[:20]}",
-                "payment.succeeded",
-                settled,
-                delay=SETTLE_SECONDS,
-            )
-            return
-        if method == PaymentMethod.OUT_OF_ORDER_WEBHOOKS:
-            # An older event about an earlier, declined attempt arrives after
-            # the success: it must not make the purchase regress.
-            stale = {**body, "status": "failed", "created_order": 0}
-            _queue(tx, f"evt_{uuid.uuid4().hex[:20]}", "payment.failed", stale, delay=0.3)
-
     def payment_status(self, *, key: str) -> ProviderPayment | None:
         """The payment made under ``key``, or ``None``."""
 
         def work(tx: Tx) -> RowMapping | None:
-            _settle_due(tx)
+            settle_due(tx)
             return tx.one("charge_by_key", key=key)
 
         row = self.db.transaction(work)
@@ -223,7 +190,7 @@ class Sandbox:
         """
 
         def work(tx: Tx) -> ProviderPayment | None:
-            _settle_due(tx)
+            settle_due(tx)
             row = tx.one("lock_charge", key=key)
             if row is None or row["status"] != "pending":
                 return None if row is None else _payment(row)
@@ -238,11 +205,11 @@ class Sandbox:
                 )
                 done = tx.one("charge_by_id", payment_id=payment.payment_id)
                 done = _must(done)
-                _queue(
+                queue_webhook(
                     tx,
                     f"evt_{uuid.uuid4().hex[:20]}",
                     "payment.succeeded",
-                    _payment_body(_payment(done), row["reference"]),
+                    payment_body(_payment(done), row["reference"]),
                     delay=0.2,
                 )
                 return payment
@@ -265,7 +232,7 @@ class Sandbox:
         params = digest({"payment_id": payment_id, "amount_minor": amount_minor})
 
         def work(tx: Tx) -> tuple[ProviderRefund, bool, str]:
-            _settle_due(tx)
+            settle_due(tx)
             existing = tx.one("refund_by_key", key=key)
             if existing is not None:
                 if existing["params_digest"] != params:
@@ -302,7 +269,7 @@ class Sandbox:
             row = _must(row)
             refund = _refund(row)
             kind = "refund.succeeded" if status == "succeeded" else "refund.failed"
-            _queue(
+            queue_webhook(
                 tx,
                 f"evt_{uuid.uuid4().hex[:20]}",
                 kind,
@@ -359,7 +326,7 @@ class Sandbox:
         """Every charge and refund, as the contract's ``saga sandbox ledger`` shows them."""
 
         def work(tx: Tx) -> dict[str, list[dict[str, Any]]]:
-            _settle_due(tx)
+            settle_due(tx)
             return {
                 "charges": [dict(row) for row in tx.all("ledger_charges")],
                 "refunds": [dict(row) for row in tx.all("ledger_refunds")],
@@ -368,31 +335,12 @@ class Sandbox:
         return self.db.transaction(work)
 
 
-def _settle_due(tx: Tx) -> None:
-    """Charges that settle after a delay succeed once it has passed (read lazily)."""
-    tx.run(
-        "settle_due_charges",
-        method=PaymentMethod.STALE_FAILURE_FIRST.value,
-        settle_seconds=SETTLE_SECONDS,
-    )
-
-
 def _must(row: RowMapping | None) -> RowMapping:
     """A row the statement before guarantees (inserted, updated or in conflict)."""
     if row is None:
         msg = "sandbox ledger row vanished inside its own transaction"
         raise RuntimeError(msg)
     return row
-
-
-def _charge_outcome(method: str, amount_minor: int) -> tuple[str, int | None]:
-    if method == PaymentMethod.DECLINED:
-        return "failed", None
-    if method in (PaymentMethod.LATE, PaymentMethod.STALE_FAILURE_FIRST):
-        return "pending", None
-    if method == PaymentMethod.AMOUNT_MISMATCH:
-        return "succeeded", amount_minor + MISMATCH_EXTRA
-    return "succeeded", amount_minor
 
 
 def _checked(row: RowMapping, params: str, key: str) -> ProviderPayment:
@@ -421,24 +369,4 @@ def _refund(row: RowMapping) -> ProviderRefund:
         payment_id=row["payment_id"],
         amount_minor=int(row["amount_minor"]),
         status=row["status"],
-    )
-
-
-def _payment_body(payment: ProviderPayment, reference: str) -> dict[str, Any]:
-    return {
-        "payment_id": payment.payment_id,
-        "amount_minor": payment.charged_minor,
-        "currency": payment.currency,
-        "reference": reference,
-        "status": payment.status,
-    }
-
-
-def _queue(tx: Tx, event_id: str, kind: str, body: dict[str, Any], *, delay: float) -> None:
-    tx.run(
-        "queue_webhook",
-        event_id=event_id,
-        type=kind,
-        body=json.dumps({**body, "event_id": event_id, "type": kind}),
-        delay_seconds=delay,
     )

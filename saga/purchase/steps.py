@@ -11,54 +11,41 @@ where the checker finds out what happened.
 
 Every effect rests on the provider's answer read by key; the engine's money
 records take that answer and are never rewritten (see :mod:`saga.purchase.payments`).
+The answers are applied by :mod:`saga.purchase.answers`; what the purchase's
+transitions do themselves is :mod:`saga.purchase.hooks`.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
-from saga import Apply, JobKind, SagaRecord, fire_in
+from saga import Apply, JobKind, fire_in
 from saga.codec import as_utc
-from saga.exceptions import LeaseLost, TransitionNotAllowed
+from saga.exceptions import LeaseLost
 from saga.faults import crash_point
-from saga.ops import get_logger
-from saga.purchase.payments import (
-    mark_payment_unknown,
-    mark_refund_unknown,
-    payment_record,
-    record_payment,
-    record_refund,
-    refund_evidence,
+from saga.purchase.answers import (
+    OPEN,
+    QUEUE,
+    _locked,
+    apply_payment,
+    apply_refund,
+    fire_quietly,
+    queue_step,
 )
-from saga.queue import NewJob, classify_error, enqueue_in, error_text, fenced
-from saga.recon import open_review
-from saga.sagas import lock_in
-from steps import OutcomeUnknown, ProviderPayment, StepError, TransientError
-from steps.purchase import payment_evidence, payment_key, read_payment, refund_key
+from saga.purchase.payments import mark_payment_unknown, mark_refund_unknown
+from saga.queue import classify_error, fenced
+from steps import OutcomeUnknown, StepError, TransientError
+from steps.purchase import payment_key, refund_key
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable
 
     from sqlalchemy.engine import RowMapping
 
     from saga import Job, Registry, Tx
-    from saga.sagas import Change
     from saga.store import Database
-    from steps import PaymentProvider, ProviderRefund
+    from steps import PaymentProvider
     from steps.errors import ErrorClass
-
-log = get_logger(__name__)
-
-QUEUE: Final = "purchase"
-OPEN: Final = ("reserved", "payment_pending")
-# Which saga event a provider's reading of a payment is.  "pending" is none:
-# the purchase already waits in payment_pending.
-PAYMENT_EVENT: Final = {
-    "paid": "payment_succeeded",
-    "mismatch": "payment_succeeded",
-    "not_paid": "payment_failed",
-}
-REFUND_EVENT: Final = {"succeeded": "refund_succeeded", "failed": "refund_failed"}
 
 
 class PurchaseSteps:
@@ -171,7 +158,7 @@ class PurchaseSteps:
 
     def grant_access(self, job: Job) -> Apply[dict[str, Any]]:
         """
-        Give the student access (a grant job queued before :class:`AccessHook` took over).
+        Give the student access (a grant job queued before ``AccessHook`` took over).
 
         Confirmed purchases get their access in the confirming transaction
         now; the kind stays for grant jobs a database still holds from
@@ -252,234 +239,9 @@ class PurchaseSteps:
         return {"refund": "impossible", "why": why}
 
 
-# -- applying the provider's answers --------------------------------------------------
-
-
-def apply_payment(
-    tx: Tx,
-    registry: Registry,
-    saga_id: str,
-    payment: ProviderPayment,
-    *,
-    actor: str,
-    cause: str,
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """
-    Act on what the provider said about a purchase's payment, in ``tx``.
-
-    The answer is recorded first; one that contradicts a settled record goes
-    to a human as evidence and moves nothing.  Then the reading moves the
-    saga: paid (or another amount: reconciliation) or not paid.  A payment
-    still pending for a purchase that is over is cancelled.
-    """
-    saga = _locked(tx, saga_id)
-    if not record_payment(tx, saga_id, payment):
-        item = open_review(
-            tx,
-            saga_id,
-            subject="payment",
-            reason="provider_contradicts_record",
-            evidence={
-                "what": f"the provider's answer ({cause}) differs from the settled record",
-                "provider": dict(payment_evidence(payment)),
-                "record": payment_record(tx.one("get_payment", saga_id=saga_id)),
-            },
-            actor=actor,
-        )
-        return {"reading": "contradiction", "review_item": item, "outcome": "absorbed"}
-    reading = read_payment(
-        payment, amount_minor=int(saga.data["amount_minor"]), currency=str(saga.data["currency"])
-    )
-    event = PAYMENT_EVENT.get(reading)
-    outcome = "absorbed"
-    if event is not None:
-        payload = {
-            "provider_status": payment.status,
-            "payment_id": payment.payment_id,
-            "amount_minor": payment.charged_minor,
-            "currency": payment.currency,
-            **(extra or {}),
-        }
-        outcome = fire_quietly(tx, registry, saga_id, event, payload, cause=cause, actor=actor)
-    elif saga.state not in OPEN:
-        # The purchase is over but the intent is alive: cancel it.
-        queue_step(tx, saga_id, "cancel_payment", delay=0)
-    return {"reading": reading, "event": event, "outcome": outcome}
-
-
-def apply_refund(
-    tx: Tx,
-    registry: Registry,
-    saga_id: str,
-    refund: ProviderRefund,
-    *,
-    actor: str,
-    cause: str,
-    extra: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Act on what the provider said about a purchase's refund, in ``tx`` (like payments)."""
-    _locked(tx, saga_id)
-    if not record_refund(tx, saga_id, refund):
-        item = open_review(
-            tx,
-            saga_id,
-            subject="refund",
-            reason="provider_contradicts_record",
-            evidence={
-                "what": f"the provider's answer ({cause}) differs from the settled refund",
-                "provider": dict(refund_evidence(refund)),
-            },
-            actor=actor,
-        )
-        return {"refund": "contradiction", "review_item": item, "outcome": "absorbed"}
-    event = REFUND_EVENT.get(refund.status)
-    outcome = "absorbed"
-    if event is not None:
-        payload = {
-            "refund_id": refund.refund_id,
-            "status": refund.status,
-            "amount_minor": refund.amount_minor,
-            **(extra or {}),
-        }
-        outcome = fire_quietly(tx, registry, saga_id, event, payload, cause=cause, actor=actor)
-    return {"refund": refund.status, "event": event, "outcome": outcome}
-
-
-def fire_quietly(
-    tx: Tx,
-    registry: Registry,
-    saga_id: str,
-    event: str,
-    payload: Mapping[str, Any],
-    *,
-    cause: str,
-    actor: str = "worker",
-) -> str:
-    """
-    Fire ``event``: ``applied``, ``absorbed`` (a final state ignored it) or ``not_applicable``.
-
-    A step's event may come after the purchase moved on; that is an answer,
-    not an error.
-    """
-    try:
-        fired = fire_in(tx, registry, saga_id, event, payload=payload, actor=actor, cause=cause)
-    except TransitionNotAllowed as exc:
-        log.info("event_not_applicable", saga_id=saga_id, saga_event=event, state=exc.state)
-        return "not_applicable"
-    return "absorbed" if fired.absorbed else "applied"
-
-
-def queue_step(tx: Tx, saga_id: str, action: str, *, delay: float) -> None:
-    """Queue one more run of a purchase step, outside its state's own actions."""
-    saga = _locked(tx, saga_id)
-    enqueue_in(
-        tx,
-        NewJob(
-            id=f"step:{saga_id}:{saga.version}:{action}:late",
-            queue=QUEUE,
-            kind=f"purchase.{action}",
-            payload={"saga_id": saga_id, "action": action},
-            saga_id=saga_id,
-            delay_seconds=delay,
-        ),
-    )
-
-
 def _asking_again_is_safe(exc: BaseException) -> ErrorClass:
     """A status question or a cancellation may be repeated: its unknown is transient."""
     return "transient" if isinstance(exc, OutcomeUnknown) else classify_error(exc)
-
-
-class LatePaymentHook:
-    """
-    Look at the provider again after a purchase ended without a known payment.
-
-    A purchase can expire or be cancelled while its payment is pending or its
-    outcome unknown; if money arrives and no webhook says so, this check turns
-    it into a refund.  Queued in the transition's own transaction.
-    """
-
-    def __init__(self, delay_seconds: float) -> None:
-        self.delay_seconds = delay_seconds
-
-    def on_create(self, tx: Tx, saga: SagaRecord) -> None:
-        """Nothing to do for a new purchase."""
-
-    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
-        """Queue a late check when a purchase ends with its payment unsettled."""
-        if after.state not in ("expired", "cancelled"):
-            return
-        payment = tx.one("get_payment", saga_id=after.id)
-        if payment is None or payment["status"] not in ("intent", "pending", "unknown"):
-            return
-        enqueue_in(
-            tx,
-            NewJob(
-                id=f"step:{after.id}:{after.version}:check_payment:late",
-                queue=QUEUE,
-                kind="purchase.check_payment",
-                payload={"saga_id": after.id, "late": True},
-                saga_id=after.id,
-                delay_seconds=self.delay_seconds,
-            ),
-        )
-
-
-class AccessHook:
-    """
-    Give the student access in the transaction that confirms the purchase.
-
-    Access is a row in this database, not a call to the outside: granted with
-    the confirmation, "confirmed" and "has access" are one fact (DESIGN.md:
-    confirmed means paid, verified, access granted) and the purchase needs no
-    job, claim and completion for it.  Taking access back stays a step of
-    ``refund_pending`` (``revoke_access``).
-    """
-
-    def on_create(self, tx: Tx, saga: SagaRecord) -> None:
-        """Nothing to do for a new purchase."""
-
-    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
-        """Grant access when the purchase becomes confirmed."""
-        if after.state == "confirmed" and before.state != "confirmed":
-            tx.run("grant_access", saga_id=after.id, student_id=after.data["student_id"])
-
-
-class ExpiryAnswerHook:
-    """
-    Record what the provider said when a hold expired, with the transition it decided.
-
-    The timer asks the provider before it fires (:func:`hold_expiry_payload`);
-    what it heard is money evidence like any other answer, so it is written
-    to the payment record in the transition's own transaction.
-    """
-
-    def on_create(self, tx: Tx, saga: SagaRecord) -> None:
-        """Nothing to do for a new purchase."""
-
-    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
-        """Record the payment the expiry check saw, if it saw one."""
-        seen = change.payload.get("provider_payment")
-        if change.transition.event != "hold_expired" or not seen or not seen.get("found"):
-            return
-        record_payment(
-            tx,
-            after.id,
-            ProviderPayment(
-                payment_id=str(seen["payment_id"]),
-                key=payment_key(after.id),
-                status=seen["status"],
-                amount_minor=int(seen["amount_minor"]),
-                charged_minor=None if seen["charged_minor"] is None else int(seen["charged_minor"]),
-                currency=str(seen["currency"]),
-            ),
-        )
-
-
-def _locked(tx: Tx, saga_id: str) -> SagaRecord:
-    """The saga, locked first and read second (a read before the lock may be stale)."""
-    return lock_in(tx, saga_id)
 
 
 def _record_intent(tx: Tx, registry: Registry, saga_id: str) -> RowMapping | None:
@@ -549,42 +311,3 @@ def _record_refund_intent(
         **tx.lease_params,
     )
     return tx.one("get_refund", saga_id=saga_id)
-
-
-def hold_expiry_payload(
-    db: Database, provider: PaymentProvider, saga: SagaRecord, event: str
-) -> dict[str, Any]:
-    """
-    Ask the provider before a hold expires (DESIGN.md §1).
-
-    Paid: the payload says so, with the amount (the purchase confirms, or goes
-    to reconciliation if the amount is wrong).  Not paid, or still pending:
-    the intent is cancelled first and the purchase expires; a success that
-    still comes later is a late payment, refunded.  No answer: unknown, and
-    the purchase goes to reconciliation.  What the provider said travels in
-    the payload, and :class:`ExpiryAnswerHook` records it.
-    """
-    if event != "hold_expired":
-        return {}
-    intent = db.transaction(lambda tx: tx.one("get_payment", saga_id=saga.id), write=False)
-    if intent is None:
-        return {"provider_status": "not_paid", "checked": "no payment was requested"}
-    try:
-        payment = provider.payment_status(key=intent["key"])
-        if payment is not None and payment.status == "pending":
-            payment = provider.cancel_payment(key=intent["key"]) or payment
-    except Exception as exc:  # noqa: BLE001 - no answer is an unknown outcome, never "not paid"
-        return {"provider_status": "unknown", "error": error_text(exc)}
-    reading = read_payment(
-        payment, amount_minor=int(saga.data["amount_minor"]), currency=str(saga.data["currency"])
-    )
-    evidence = dict(payment_evidence(payment))
-    if reading in ("paid", "mismatch") and payment is not None:
-        return {
-            "provider_status": "paid",
-            "payment_id": payment.payment_id,
-            "amount_minor": payment.charged_minor,
-            "currency": payment.currency,
-            "provider_payment": evidence,
-        }
-    return {"provider_status": "not_paid", "checked": evidence, "provider_payment": evidence}

@@ -34,11 +34,12 @@ except ImportError as exc:  # pragma: no cover - the test extra installs it
     msg = "saga.testing needs hypothesis: pip install 'saga-engine[testing]'"
     raise ImportError(msg) from exc
 
+from saga.testing._build import run_saga_test, saga_state_machine
 from saga.testing._checks import history_problems
 from saga.testing._clock import SagaClock
 from saga.testing._coverage import Coverage
 from saga.testing._run import run_due
-from saga.testing._stateful import SagaStateMachine, run_saga_test, saga_state_machine
+from saga.testing._stateful import SagaStateMachine
 from saga.testing._strategies import UNDECLARED, event_sequences, events, payloads
 from saga.testing._support import application_of
 

@@ -66,7 +66,7 @@ def test_demo_settles_and_verifies(db_url, capsys):
 
 def test_same_seed_draws_the_same_purchases():
     """--seed replays the same mix of purchases."""
-    from saga.purchase.demo import Plan
+    from saga.purchase.demo_plan import Plan
 
     first = Plan.draw(purchases=200, seed=5, run="a")
     again = Plan.draw(purchases=200, seed=5, run="a")

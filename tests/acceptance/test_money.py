@@ -290,7 +290,7 @@ def test_an_event_is_not_recorded_while_the_provider_cannot_be_asked(shop, monke
 def test_a_refused_transition_completes_its_job_instead_of_dead_lettering(shop):
     """A step's answer for a purchase that moved on is logged and done (defect 7)."""
     from saga.core.queue.leases import Queue
-    from saga.purchase.steps import queue_step
+    from saga.purchase.answers import queue_step
 
     purchase = start(shop, "op-1")
     request_payments(shop)

@@ -15,7 +15,7 @@ import pytest
 
 from saga.cli import _VALUED, COMMAND_MODULES, MODULES, invoked, invoked_module, main
 from saga.cli.common import add_common_options
-from saga.cli.queue import MAX_WORKERS
+from saga.cli.worker import MAX_WORKERS
 from saga.core.workers.supervisor import MAX_CONCURRENCY
 from tests.helpers import engine_on
 
@@ -103,7 +103,7 @@ def test_every_command_is_in_the_table_with_the_module_that_registers_it():
         (["--db", "sqlite:///x.db", "--json", "purchase", "show", "p"], "purchase", None),
         (["--log-level", "debug", "--db=sqlite:///stats", "verify"], "verify", "ops"),
         (["--app", "stats", "demo"], "demo", None),  # an option's value is not the command
-        (["--ap", "demo", "worker"], "worker", "queue"),  # an abbreviated option takes its value
+        (["--ap", "demo", "worker"], "worker", "worker"),  # an abbreviated option takes its value
         (["--json", "--sandbox", "x", "stats"], "stats", "queue"),  # the application's option too
         (["--help"], None, None),
         (["-h", "worker"], None, None),  # help before the command lists every command

@@ -19,7 +19,8 @@ import sqlalchemy as sa
 
 from saga import Engine
 from saga.core.faults import EXIT_CODE
-from saga.examples.enrollment import app, contract_key, sandbox_for
+from saga.examples.enrollment import app, contract_key
+from saga.examples.enrollment_esign import sandbox_for
 from saga.testing import run_due
 from tests.helpers import execute, expire_lease, make_due
 from tests.purchases import cli_json

@@ -22,6 +22,7 @@ from saga.cli import main
 from saga.core.app import default_app
 from saga.core.messages.inbox import Inbox
 from saga.examples import enrollment as enrollment_app
+from saga.examples.enrollment_esign import sandbox_for
 from saga.exceptions import ApplicationError, EventRefused, InvalidInput
 from saga.sagas import RECONCILIATION
 from saga.web import create_app
@@ -44,7 +45,7 @@ def school(db_url):
         setup.upgrade()
     with Engine(db_url, app=enrollment_app.app) as engine:
         yield engine
-        shutil.rmtree(enrollment_app.sandbox_for(engine).folder, ignore_errors=True)
+        shutil.rmtree(sandbox_for(engine).folder, ignore_errors=True)
 
 
 def unknown_purchase(shop):

@@ -132,7 +132,7 @@ def test_no_import_cycle_in_saga():
 PUBLIC = set(PUBLIC_MODULES)
 # The one exception, by name: `saga chaos --mutant` breaks the engine's own
 # guards on purpose, so its mutants reach the code they patch.
-MUTANTS = "saga/purchase/chaos_mutants.py"
+MUTANTS = "saga/purchase/chaos_engine_mutants.py"
 
 
 @pytest.mark.parametrize("application", ["saga/purchase", "saga/examples"])
