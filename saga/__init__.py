@@ -53,9 +53,11 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     from saga.core.queue.backoff import Backoff
     from saga.core.queue.dead_letters import DeadLetters
     from saga.core.queue.dead_letters import Filter as DeadLetterFilter
+    from saga.core.queue.fencing import fence_in, fenced
     from saga.core.queue.jobs import NewJob, enqueue_in
     from saga.core.queue.kinds import Apply, Handlers, JobKind, Step, classify_error, error_text
-    from saga.core.queue.leases import Job, Queue, fence_in, fenced
+    from saga.core.queue.leases import Queue
+    from saga.core.queue.values import Job
     from saga.core.recon.checker import Checker, Verdict
     from saga.core.recon.items import (
         ContradictedDecision,
@@ -135,7 +137,7 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Fired": ("saga.core.sagas.transitions", "Fired"),
     "Handlers": ("saga.core.queue.kinds", "Handlers"),
     "Invariant": ("saga.core.ops.invariants", "Invariant"),
-    "Job": ("saga.core.queue.leases", "Job"),
+    "Job": ("saga.core.queue.values", "Job"),
     "JobKind": ("saga.core.queue.kinds", "JobKind"),
     "Judge": ("saga.core.recon.items", "Judge"),
     "Machine": ("state_machine", "Machine"),
@@ -192,8 +194,8 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "enqueue_in": ("saga.core.queue.jobs", "enqueue_in"),
     "error_text": ("saga.core.queue.kinds", "error_text"),
     "exceptions": ("saga.exceptions", None),
-    "fence_in": ("saga.core.queue.leases", "fence_in"),
-    "fenced": ("saga.core.queue.leases", "fenced"),
+    "fence_in": ("saga.core.queue.fencing", "fence_in"),
+    "fenced": ("saga.core.queue.fencing", "fenced"),
     "record_provider_call": ("saga.core.metrics", "record_provider_call"),
     "SignatureRefused": ("saga.core.messages.signatures", "SignatureRefused"),
     "check_signature": ("saga.core.messages.signatures", "check"),

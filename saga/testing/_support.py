@@ -19,7 +19,7 @@ from steps import TransientError
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from saga.core.queue.leases import Job
+    from saga.core.queue.values import Job
     from state_machine import Machine
 
 

@@ -21,7 +21,8 @@ from hypothesis.stateful import (
 )
 
 from saga import Engine, NewJob
-from saga.core.queue.leases import Done, Queue
+from saga.core.queue.leases import Queue
+from saga.core.queue.values import Done
 from saga.exceptions import JobConflict
 from tests.conftest import PostgresSchema, require_postgres
 from tests.helpers import expire_lease, scalar

@@ -16,7 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from saga import Engine, NewJob, enqueue_in
-from saga.core.queue.leases import ClaimSpec, Queue, claim_in
+from saga.core.queue.leases import Queue, claim_in
+from saga.core.queue.values import ClaimSpec
 
 SENTINEL = "wakeups-test-end"
 

@@ -35,7 +35,7 @@ from state_machine import RECONCILIATION
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from saga.core.queue.leases import Job
+    from saga.core.queue.values import Job
     from saga.core.sagas.transitions import Registry
     from saga.core.store.db import Database, Tx
     from saga.core.store.records import SagaRecord

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga.core.queue.leases import Job
+    from saga.core.queue.values import Job
     from saga.core.sagas.transitions import Change, Context
     from saga.core.store.db import Tx
     from saga.core.store.records import SagaRecord

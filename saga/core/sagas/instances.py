@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from saga import validation as _validation
 from saga.codec import iso, maybe_utc
-from saga.core.queue.leases import JobInfo
+from saga.core.queue.values import JobInfo
 from saga.core.recon.items import ReconItem
 from saga.core.sagas.refusals import refusals_in
 from saga.core.sagas.transitions import Fired, Registry, Sagas, get_in, history_in

@@ -22,15 +22,8 @@ from saga.core import metrics
 from saga.core.faults import crash_point
 from saga.core.logs import get_logger
 from saga.core.queue.kinds import Apply, Handlers, JobKind, error_text
-from saga.core.queue.leases import (
-    DEFAULT_LEASE_SECONDS,
-    Claimed,
-    ClaimSpec,
-    Done,
-    Job,
-    Queue,
-    claim_in,
-)
+from saga.core.queue.leases import DEFAULT_LEASE_SECONDS, Queue, claim_in
+from saga.core.queue.values import Claimed, ClaimSpec, Done, Job
 from saga.exceptions import DatabaseUnavailable
 
 if TYPE_CHECKING:
