@@ -64,12 +64,11 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
         Decision,
         Judge,
         Observation,
-        ReconHook,
         ReconItem,
         ReconPolicy,
-        open_review,
         record_observation,
     )
+    from saga.core.recon.lifecycle import ReconHook, open_review
     from saga.core.sagas.money import MoneySummary, Movement
     from saga.core.sagas.transitions import (
         Change,
@@ -156,7 +155,7 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Poller": ("saga.core.workers.pollers", "Poller"),
     "Publisher": ("saga.core.messages.relay", "Publisher"),
     "Queue": ("saga.core.queue.leases", "Queue"),
-    "ReconHook": ("saga.core.recon.items", "ReconHook"),
+    "ReconHook": ("saga.core.recon.lifecycle", "ReconHook"),
     "ReconItem": ("saga.core.recon.items", "ReconItem"),
     "ReconPolicy": ("saga.core.recon.items", "ReconPolicy"),
     "Registry": ("saga.core.sagas.transitions", "Registry"),
@@ -209,7 +208,7 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "get_logger": ("saga.core.logs", "get_logger"),
     "load_app": ("saga.core.app", "load_app"),
     "normalize_url": ("saga.core.store.db", "normalize_url"),
-    "open_review": ("saga.core.recon.items", "open_review"),
+    "open_review": ("saga.core.recon.lifecycle", "open_review"),
     "record_observation": ("saga.core.recon.items", "record_observation"),
     "to_mermaid": ("state_machine", "to_mermaid"),
     "validation": ("saga.validation", None),

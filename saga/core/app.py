@@ -35,7 +35,8 @@ from typing_extensions import TypeVar
 from saga import settings
 from saga.core.commands import NO_COMMANDS, Commands
 from saga.core.queue.kinds import JobKind
-from saga.core.recon.items import ReconHook, ReconPolicy
+from saga.core.recon.items import ReconPolicy
+from saga.core.recon.lifecycle import ReconHook
 from saga.core.sagas.money import MoneySummary, no_money
 from saga.core.sagas.transitions import Context, Registry, SagaType
 from saga.core.store.sqlfiles import DIALECTS, ENGINE

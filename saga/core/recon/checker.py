@@ -24,11 +24,9 @@ from saga.core.recon.items import (
     RECON_QUEUE,
     ReconItem,
     ReconPolicy,
-    event_log,
-    get_item_in,
     record_observation,
-    schedule_check,
 )
+from saga.core.recon.lifecycle import event_log, get_item_in, schedule_check
 from saga.core.sagas.transitions import fire_in, get_in
 from state_machine import RECONCILIATION
 

@@ -24,10 +24,8 @@ from saga.core.recon.items import (
     ReconItem,
     ReconPolicy,
     StaleDecision,
-    close_item,
-    event_log,
-    get_item_in,
 )
+from saga.core.recon.lifecycle import close_item, event_log, get_item_in
 from saga.core.sagas.transitions import fire_in, get_in
 from saga.exceptions import ConflictError, InvalidInput, SagaError
 from state_machine import RECONCILIATION

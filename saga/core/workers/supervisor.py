@@ -78,7 +78,7 @@ class WorkerOptions:
 
 def builtin_handlers(engine: Engine) -> Handlers:
     """Every job kind a worker of ``engine`` runs: timers, deadlines, the application's."""
-    from saga.core.recon.items import deadline_kind  # noqa: PLC0415 - avoids an import cycle with _engine
+    from saga.core.recon.lifecycle import deadline_kind  # noqa: PLC0415 - avoids an import cycle with _engine
     from saga.core.sagas.timers import timer_kind  # noqa: PLC0415
 
     return Handlers([timer_kind(engine), deadline_kind(), *engine.step_kinds()])
