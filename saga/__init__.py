@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first use
     from saga import codec, exceptions, validation  # public modules of helpers
-    from saga.core.app import Application, load_app
+    from saga.core.app import Application
+    from saga.core.app_loading import load_app
     from saga.core.engine import Engine, default_registry
     from saga.core.faults import CRASH_POINTS, crash_point
     from saga.core.logs import get_logger
@@ -206,7 +207,7 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "history_in": ("saga.core.sagas.transitions", "history_in"),
     "lock_in": ("saga.core.sagas.transitions", "lock_in"),
     "get_logger": ("saga.core.logs", "get_logger"),
-    "load_app": ("saga.core.app", "load_app"),
+    "load_app": ("saga.core.app_loading", "load_app"),
     "normalize_url": ("saga.core.store.db", "normalize_url"),
     "open_review": ("saga.core.recon.lifecycle", "open_review"),
     "record_observation": ("saga.core.recon.items", "record_observation"),

@@ -6,7 +6,8 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Final, Generic
 
-from saga.core.app import Application, S, default_app
+from saga.core.app import Application, S
+from saga.core.app_loading import default_app
 from saga.core.messages.inbox import Inbox
 from saga.core.messages.relay import DEFAULT_LEASE_SECONDS, Publisher, Relay, Subscribers
 from saga.core.ops.stats import CountsRollUp
@@ -32,7 +33,7 @@ def default_url() -> str:
 
 
 def default_registry() -> Registry:
-    """The default application's registry (:func:`~saga.core.app.default_app`)."""
+    """The default application's registry (:func:`~saga.core.app_loading.default_app`)."""
     return default_app().registry
 
 
@@ -54,7 +55,7 @@ class Engine(Generic[S]):
 
     Args:
         url: the database; default :func:`default_url`.
-        app: the application; default :func:`~saga.core.app.default_app`.  Its
+        app: the application; default :func:`~saga.core.app_loading.default_app`.  Its
             own settings (a provider, its databases) are its own: the
             application is built with them.
         registry: the saga kinds, for the default application's services

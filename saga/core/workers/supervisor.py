@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_for
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core.app import load_app
+from saga.core.app_loading import load_app
 from saga.core.logs import configure_logging, get_logger
 from saga.core.queue.kinds import Handlers
 from saga.core.workers.worker import COUNTERS, Worker, WorkerReport
