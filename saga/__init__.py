@@ -70,21 +70,11 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
         record_observation,
     )
     from saga.core.recon.lifecycle import ReconHook, open_review
+    from saga.core.sagas.changes import Change, Fired, SagaHook, Started
     from saga.core.sagas.money import MoneySummary, Movement
-    from saga.core.sagas.transitions import (
-        Change,
-        Context,
-        Fired,
-        Registry,
-        SagaHook,
-        Sagas,
-        Started,
-        Starter,
-        fire_in,
-        get_in,
-        history_in,
-        lock_in,
-    )
+    from saga.core.sagas.registry import Context, Registry, Starter
+    from saga.core.sagas.runtime import Sagas
+    from saga.core.sagas.transitions import fire_in, get_in, history_in, lock_in
     from saga.core.store.db import Database, Tx, normalize_url
     from saga.core.store.records import SagaRecord, TransitionRecord
     from saga.core.store.sqlfiles import SqlComponent
@@ -124,17 +114,17 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "remove_exchange": ("saga.core.messages.rabbitmq", "remove"),
     "Apply": ("saga.core.queue.kinds", "Apply"),
     "Backoff": ("saga.core.queue.backoff", "Backoff"),
-    "Change": ("saga.core.sagas.transitions", "Change"),
+    "Change": ("saga.core.sagas.changes", "Change"),
     "Checker": ("saga.core.recon.checker", "Checker"),
     "Consumer": ("saga.core.messages.consumer", "Consumer"),
-    "Context": ("saga.core.sagas.transitions", "Context"),
+    "Context": ("saga.core.sagas.registry", "Context"),
     "ContradictedDecision": ("saga.core.recon.items", "ContradictedDecision"),
     "Database": ("saga.core.store.db", "Database"),
     "Decision": ("saga.core.recon.items", "Decision"),
     "Emit": ("saga.core.messages.outbox", "Emit"),
     "Engine": ("saga.core.engine", "Engine"),
     "Event": ("saga.core.messages.outbox", "Event"),
-    "Fired": ("saga.core.sagas.transitions", "Fired"),
+    "Fired": ("saga.core.sagas.changes", "Fired"),
     "Handlers": ("saga.core.queue.kinds", "Handlers"),
     "Invariant": ("saga.core.ops.invariants", "Invariant"),
     "Job": ("saga.core.queue.values", "Job"),
@@ -159,7 +149,7 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "ReconHook": ("saga.core.recon.lifecycle", "ReconHook"),
     "ReconItem": ("saga.core.recon.items", "ReconItem"),
     "ReconPolicy": ("saga.core.recon.items", "ReconPolicy"),
-    "Registry": ("saga.core.sagas.transitions", "Registry"),
+    "Registry": ("saga.core.sagas.registry", "Registry"),
     "Relay": ("saga.core.messages.relay", "Relay"),
     "Report": ("saga.core.ops.invariants", "Report"),
     "Route": ("saga.core.messages.inbox", "Route"),
@@ -168,12 +158,12 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "Applied": ("saga.core.messages.inbox", "Applied"),
     "Delivery": ("saga.core.messages.inbox", "Delivery"),
     "SagaError": ("saga.exceptions", "SagaError"),
-    "SagaHook": ("saga.core.sagas.transitions", "SagaHook"),
+    "SagaHook": ("saga.core.sagas.changes", "SagaHook"),
     "SagaRecord": ("saga.core.store.records", "SagaRecord"),
-    "Sagas": ("saga.core.sagas.transitions", "Sagas"),
+    "Sagas": ("saga.core.sagas.runtime", "Sagas"),
     "SqlComponent": ("saga.core.store.sqlfiles", "SqlComponent"),
-    "Started": ("saga.core.sagas.transitions", "Started"),
-    "Starter": ("saga.core.sagas.transitions", "Starter"),
+    "Started": ("saga.core.sagas.changes", "Started"),
+    "Starter": ("saga.core.sagas.registry", "Starter"),
     "State": ("state_machine", "State"),
     "Step": ("saga.core.queue.kinds", "Step"),
     "StepError": ("steps", "StepError"),

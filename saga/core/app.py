@@ -32,7 +32,7 @@ from saga.core.queue.kinds import JobKind
 from saga.core.recon.items import ReconPolicy
 from saga.core.recon.lifecycle import ReconHook
 from saga.core.sagas.money import MoneySummary, no_money
-from saga.core.sagas.transitions import Context, Registry, SagaType
+from saga.core.sagas.registry import Context, Registry, SagaType
 from saga.core.store.sqlfiles import DIALECTS, ENGINE
 from saga.exceptions import NotFound
 

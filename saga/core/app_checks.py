@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from saga.core.messages.inbox import Route
     from saga.core.queue.kinds import JobKind
-    from saga.core.sagas.transitions import Registry
+    from saga.core.sagas.registry import Registry
 
 
 def recon_problems(

@@ -14,7 +14,7 @@ from saga.core.ops.stats import CountsRollUp
 from saga.core.recon.desk import Reconciliation, judge_problems
 from saga.core.recon.items import ReconPolicy
 from saga.core.sagas.instances import Instances
-from saga.core.sagas.transitions import Registry, Sagas
+from saga.core.sagas.runtime import Sagas
 from saga.core.store import migrate as _migrate
 from saga.core.store.db import DEFAULT_URL, Database
 from saga.core.store.sqlfiles import ENGINE
@@ -22,6 +22,7 @@ from saga.exceptions import ApplicationError
 
 if TYPE_CHECKING:
     from saga.core.queue.kinds import JobKind
+    from saga.core.sagas.registry import Registry
     from saga.core.workers.pollers import Poller
 
 URL_ENV: Final = "SAGA_DATABASE_URL"

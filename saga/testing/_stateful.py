@@ -43,7 +43,7 @@ from saga.core.engine import Engine
 from saga.core.queue.kinds import Handlers, Step
 from saga.core.queue.leases import Queue
 from saga.core.sagas.refusals import allowed_origins
-from saga.core.sagas.transitions import Fired, fire_in
+from saga.core.sagas.transitions import fire_in
 from saga.core.workers.supervisor import builtin_handlers
 from saga.core.workers.worker import Worker
 from saga.exceptions import SagaError, TransitionNotAllowed, VersionConflict
@@ -57,6 +57,7 @@ from state_machine import OPERATOR, ORIGINS
 if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
+    from saga.core.sagas.changes import Fired
     from saga.core.store.records import SagaRecord, TransitionRecord
     from state_machine import Machine
 

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from saga.core.app import Application
 from saga.core.queue.kinds import JobKind, Step
-from saga.core.sagas.transitions import Registry
+from saga.core.sagas.registry import Registry
 from steps import TransientError
 
 if TYPE_CHECKING:

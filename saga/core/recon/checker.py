@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from saga.core.queue.values import Job
-    from saga.core.sagas.transitions import Registry
+    from saga.core.sagas.registry import Registry
     from saga.core.store.db import Database, Tx
     from saga.core.store.records import SagaRecord
 

@@ -36,7 +36,8 @@ if TYPE_CHECKING:
 
     from sqlalchemy.engine import RowMapping
 
-    from saga.core.sagas.transitions import Change, Context
+    from saga.core.sagas.changes import Change
+    from saga.core.sagas.registry import Context
     from saga.core.store.db import Tx
     from saga.core.store.records import SagaRecord
 

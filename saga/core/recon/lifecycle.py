@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from saga.core.queue.values import Job
-    from saga.core.sagas.transitions import Change
+    from saga.core.sagas.changes import Change
     from saga.core.store.db import Tx
     from saga.core.store.records import SagaRecord
 

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
 
     from saga.core.engine import Engine
     from saga.core.queue.values import Job
-    from saga.core.sagas.transitions import Registry
+    from saga.core.sagas.registry import Registry
     from saga.core.store.db import Tx
 
 
