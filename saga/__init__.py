@@ -75,7 +75,8 @@ if TYPE_CHECKING:  # what type checkers and readers see; at run time, on first u
     from saga.core.sagas.registry import Context, Registry, Starter
     from saga.core.sagas.runtime import Sagas
     from saga.core.sagas.transitions import fire_in, get_in, history_in, lock_in
-    from saga.core.store.db import Database, Tx, normalize_url
+    from saga.core.store.backend import normalize_url
+    from saga.core.store.db import Database, Tx
     from saga.core.store.records import SagaRecord, TransitionRecord
     from saga.core.store.sqlfiles import SqlComponent
     from saga.core.workers.fleet import FleetReport, WorkerFleet
@@ -198,7 +199,7 @@ _EXPORTS: Final[dict[str, tuple[str, str | None]]] = {
     "lock_in": ("saga.core.sagas.transitions", "lock_in"),
     "get_logger": ("saga.core.logs", "get_logger"),
     "load_app": ("saga.core.app_loading", "load_app"),
-    "normalize_url": ("saga.core.store.db", "normalize_url"),
+    "normalize_url": ("saga.core.store.backend", "normalize_url"),
     "open_review": ("saga.core.recon.lifecycle", "open_review"),
     "record_observation": ("saga.core.recon.items", "record_observation"),
     "to_mermaid": ("state_machine", "to_mermaid"),

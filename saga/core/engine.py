@@ -16,7 +16,8 @@ from saga.core.recon.items import ReconPolicy
 from saga.core.sagas.instances import Instances
 from saga.core.sagas.runtime import Sagas
 from saga.core.store import migrate as _migrate
-from saga.core.store.db import DEFAULT_URL, Database
+from saga.core.store.backend import DEFAULT_URL
+from saga.core.store.db import Database
 from saga.core.store.sqlfiles import ENGINE
 from saga.exceptions import ApplicationError
 

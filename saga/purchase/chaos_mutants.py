@@ -50,7 +50,7 @@ def _sql_patch(
     name: str, patches: Mapping[str, Sequence[tuple[str, str]]], *, dialects: Sequence[str]
 ) -> None:
     """Rewrite named queries: {query name: [(pattern, replacement)]}; each pattern must match."""
-    from saga.core.store import db as _db  # noqa: PLC0415 - a mutant loads what it breaks
+    from saga.core.store import backend  # noqa: PLC0415 - a mutant loads what it breaks
 
     merged: Callable[[Dialect, tuple[SqlComponent, ...]], dict[str, Query]]
 
@@ -70,7 +70,7 @@ def _sql_patch(
             queries[query] = dataclasses.replace(queries[query], sql=sql)
         return queries
 
-    merged = _swap(name, _db, "merged_queries", broken)
+    merged = _swap(name, backend, "merged_queries", broken)
 
 
 _LEASE: Final = (
