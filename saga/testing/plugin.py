@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from saga.core.app import Application
     from saga.core.engine import Engine
-    from saga.core.workers.worker import WorkerReport
+    from saga.core.workers.report import WorkerReport
     from saga.testing._clock import SagaClock
 
 

@@ -25,7 +25,8 @@ from typing import TYPE_CHECKING, Any, Final
 from saga.core.app_loading import load_app
 from saga.core.logs import configure_logging, get_logger
 from saga.core.queue.kinds import Handlers
-from saga.core.workers.worker import COUNTERS, Worker, WorkerReport
+from saga.core.workers.report import COUNTERS, WorkerReport
+from saga.core.workers.worker import Worker
 from saga.exceptions import SagaError
 
 if TYPE_CHECKING:
