@@ -28,16 +28,16 @@ from typing import TYPE_CHECKING, Any, Final
 _HOMES: Final[dict[str, str]] = {
     "Application": "saga.core.app",
     "Apply": "saga.core.queue.kinds",
-    "Context": "saga.core.sagas.transitions",
+    "Context": "saga.core.sagas.registry",
     "Engine": "saga.core.engine",
-    "Job": "saga.core.queue.leases",
+    "Job": "saga.core.queue.values",
     "JobKind": "saga.core.queue.kinds",
     "Machine": "state_machine",
     "Message": "saga.core.messages.inbox",
     "OutcomeUnknown": "steps",
     "PermanentError": "steps",
     "ReconPolicy": "saga.core.recon.items",
-    "Registry": "saga.core.sagas.transitions",
+    "Registry": "saga.core.sagas.registry",
     "Route": "saga.core.messages.inbox",
     "SagaError": "saga.exceptions",
     "SagaRecord": "saga.core.store.records",
@@ -62,10 +62,10 @@ if TYPE_CHECKING:
     from saga.core.queue.kinds import Apply as Apply
     from saga.core.queue.kinds import JobKind as JobKind
     from saga.core.queue.kinds import Step as Step
-    from saga.core.queue.leases import Job as Job
+    from saga.core.queue.values import Job as Job
     from saga.core.recon.items import ReconPolicy as ReconPolicy
-    from saga.core.sagas.transitions import Context as Context
-    from saga.core.sagas.transitions import Registry as Registry
+    from saga.core.sagas.registry import Context as Context
+    from saga.core.sagas.registry import Registry as Registry
     from saga.core.sagas.transitions import fire_in as fire_in
     from saga.core.store.db import Tx as Tx
     from saga.core.store.records import SagaRecord as SagaRecord

@@ -8,7 +8,7 @@ and docs/metrics.md explain them; docs/api.md lists them.
 
 from __future__ import annotations
 
-from saga.core.app import load_app
+from saga.core.app_loading import load_app
 from saga.core.logs import get_logger
 from saga.core.metrics import record_provider_call
 from saga.core.ops.invariants import Invariant, Report

@@ -11,9 +11,10 @@ from __future__ import annotations
 from saga.core.queue.backoff import Backoff
 from saga.core.queue.dead_letters import DeadLetters
 from saga.core.queue.dead_letters import Filter as DeadLetterFilter
+from saga.core.queue.fencing import fenced
 from saga.core.queue.jobs import NewJob, enqueue_in
 from saga.core.queue.kinds import Handlers, classify_error, error_text
-from saga.core.queue.leases import Queue, fenced
+from saga.core.queue.leases import Queue
 from saga.core.workers.fleet import FleetReport, WorkerFleet
 from saga.core.workers.pollers import Poller
 from saga.core.workers.supervisor import WorkerOptions

@@ -14,11 +14,10 @@ from saga.core.recon.items import (
     Decision,
     Judge,
     Observation,
-    ReconHook,
     ReconItem,
-    open_review,
     record_observation,
 )
+from saga.core.recon.lifecycle import ReconHook, open_review
 
 __all__ = [
     "Checker",

@@ -9,18 +9,11 @@ docs/sagas.md explains them; docs/api.md lists them.
 
 from __future__ import annotations
 
+from saga.core.sagas.changes import Change, Fired, SagaHook, Started
 from saga.core.sagas.money import MoneySummary, Movement
-from saga.core.sagas.transitions import (
-    Change,
-    Fired,
-    SagaHook,
-    Sagas,
-    Started,
-    Starter,
-    get_in,
-    history_in,
-    lock_in,
-)
+from saga.core.sagas.registry import Starter
+from saga.core.sagas.runtime import Sagas
+from saga.core.sagas.transitions import get_in, history_in, lock_in
 from saga.core.store.records import TransitionRecord
 from state_machine import OPERATOR, RECONCILIATION, ROUTE, STEP, TIMER, to_mermaid
 

@@ -225,7 +225,8 @@ class Bench:
 
     def claim_latencies(self, samples: int) -> dict[str, Any]:
         from saga import Engine
-        from saga.core.queue.leases import Done, Queue
+        from saga.core.queue.leases import Queue
+        from saga.core.queue.values import Done
 
         with Engine(self.dsn) as engine:
             queue = Queue(engine.db)

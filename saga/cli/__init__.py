@@ -122,7 +122,9 @@ def build_parser(
     With ``argv``, only the parsers of the command it names (all of them if
     it names none); without, every command's.
     """
-    from saga.core.app import load_app  # the application's commands are known before parsing
+    from saga.core.app_loading import (
+        load_app,  # the application's commands are known before parsing
+    )
 
     if app is None:
         app = load_app(app_spec(argv or ()))
@@ -161,7 +163,7 @@ def _parsed(argv: Sequence[str]) -> tuple[argparse.Namespace, dict[str, Leaf]] |
     The application is loaded first (its commands are part of the parser): a
     bad ``--app`` is reported as any bad option is, before argparse sees the rest.
     """
-    from saga.core.app import load_app
+    from saga.core.app_loading import load_app
 
     built: list[tuple[Application, argparse.ArgumentParser, dict[str, Leaf]]] = []
 

@@ -199,7 +199,7 @@ def open_engine(
 
 def application(args: argparse.Namespace) -> Application:
     """The application the command runs: loaded before parsing, given its options."""
-    from saga.core.app import load_app
+    from saga.core.app_loading import load_app
 
     loaded: Application | None = getattr(args, "loaded_app", None)
     if loaded is not None:

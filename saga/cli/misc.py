@@ -110,7 +110,7 @@ def _diagram(args: argparse.Namespace, out: Output) -> int:
 
 
 def _builtin(kind: str | None, app: str | None) -> Machine:
-    from saga.core.app import load_app
+    from saga.core.app_loading import load_app
 
     registry = load_app(app).registry
     if kind is None:

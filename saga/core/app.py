@@ -7,40 +7,34 @@ kinds of its own (checks, cancellations, anything queued by its code), what
 workers poll besides the queue, its invariants for ``saga verify``, and the
 services its commands use, as one object of its own class (``engine.services``,
 typed ``Engine[MyServices]``), and commands of its own.  Every command loads one
-with ``--app MODULE:NAME`` (or ``$SAGA_APP``); without it, the one
-:data:`saga.settings.DEFAULT_APP` names.
+with ``--app MODULE:NAME`` (or ``$SAGA_APP``; :mod:`saga.core.app_loading`);
+without it, the one :data:`saga.settings.DEFAULT_APP` names.
 
-:meth:`Application.check` lists every problem at once: an action no job kind
+:meth:`Application.problems` lists every problem at once: an action no job kind
 runs, a step job kind for an action no state declares, a job kind of two
-applications' parts under one name.
+applications' parts under one name (the checks of its reconciliation and its
+routes are :mod:`saga.core.app_checks`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import functools
-import importlib
-import inspect
-import os
-import sys
-import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from types import MappingProxyType, ModuleType
-from typing import TYPE_CHECKING, Any, Final, Generic
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Generic
 
 from typing_extensions import TypeVar
 
-from saga import settings
+from saga.core.app_checks import over_ceiling, recon_problems, route_origin_problems
 from saga.core.commands import NO_COMMANDS, Commands
 from saga.core.queue.kinds import JobKind
-from saga.core.recon.items import ReconHook, ReconPolicy
+from saga.core.recon.items import ReconPolicy
+from saga.core.recon.lifecycle import ReconHook
 from saga.core.sagas.money import MoneySummary, no_money
-from saga.core.sagas.transitions import Context, Registry, SagaType
+from saga.core.sagas.registry import Context, Registry, SagaType
 from saga.core.store.sqlfiles import DIALECTS, ENGINE
-from saga.exceptions import ApplicationLoadFailed, InvalidInput, NotFound
-from state_machine import RECONCILIATION, ROUTE
+from saga.exceptions import NotFound
 
 if TYPE_CHECKING:
     from saga.core.messages.consumer import Consumer
@@ -49,8 +43,6 @@ if TYPE_CHECKING:
     from saga.core.ops.invariants import Invariant
     from saga.core.store.sqlfiles import SqlComponent
     from saga.core.workers.pollers import Poller
-
-APP_ENV: Final = "SAGA_APP"
 
 # The class of an application's services (``Application[MyServices]``).
 S = TypeVar("S", default=Any)
@@ -225,8 +217,9 @@ class Application(Generic[S]):
         found += self.sql_problems()
         names = [consumer.name for consumer in self.consumers]
         found += sorted({f"consumer {n!r} is declared twice" for n in names if names.count(n) > 1})
-        found += self._recon_problems()
-        found += self._route_origin_problems()
+        policies = self.recon_policies()
+        found += recon_problems(self.recon, self.registry, policies)
+        found += route_origin_problems(self.routes, self.registry, policies)
         for saga_type in self.registry:
             machine = saga_type.machine
             for emit in saga_type.emits:
@@ -251,79 +244,7 @@ class Application(Generic[S]):
                 "(declare it as one of its own jobs instead)"
                 for name in sorted(steps - actions)
             ]
-            found += _over_ceiling(saga_type.max_attempts, kinds, actions)
-        return found
-
-    def _recon_problems(self) -> list[str]:
-        if isinstance(self.recon, ReconPolicy):
-            policies = {"": self.recon} if self.recon.outcomes else {}
-        else:
-            policies = dict(self.recon)
-        found = _unknown_kinds(policies, self.registry)
-        wired = self.recon_policies()
-        for kind, policy in policies.items():
-            machines = [t.machine for t in self.registry if t.machine.name == kind or not kind]
-            if kind and machines and not all(m.has_state(policy.state) for m in machines):
-                found.append(
-                    f"reconciliation of {kind!r}: its machine has no state {policy.state!r}"
-                )
-            if not kind and not any(m.has_state(policy.state) for m in machines):
-                found.append(
-                    f"reconciliation: no saga kind has its state {policy.state!r} "
-                    "(no item would ever open)"
-                )
-            where = f"reconciliation of {kind!r}" if kind else "reconciliation"
-            events = {t.event for m in machines for t in m.transitions}
-            found += [
-                f"{where}: outcome {outcome!r} fires {event!r}, which no saga declares"
-                for outcome, event in policy.outcomes.items()
-                if event not in events
-            ]
-            found += [
-                f"{where}: outcome {outcome!r} fires {event!r}, which its machine does not let "
-                "reconciliation fire (fired_by)"
-                for outcome, event in policy.outcomes.items()
-                for m in machines
-                if (origins := m.origins(event)) is not None and RECONCILIATION not in origins
-            ]
-            found += _judge_problems(where, policy)
-        for saga_type in self.registry:
-            name = saga_type.machine.name
-            for hook in saga_type.hooks:
-                if not isinstance(hook, ReconHook):
-                    continue
-                if name not in wired:
-                    found.append(
-                        f"saga {name!r} registers a ReconHook but the application declares no "
-                        "reconciliation policy for it: give Application(recon=…)"
-                    )
-                elif hook.policy is not wired[name]:
-                    found.append(
-                        f"saga {name!r} registers a ReconHook with another policy than the "
-                        "application's recon for it (leave the hook out: the engine wires it)"
-                    )
-        return found
-
-    def _route_origin_problems(self) -> list[str]:
-        found: list[str] = []
-        for route in self.routes:
-            if route.observe is not None:
-                continue  # its events are fired by its observer, as the application's code
-            for saga_type in self.registry:
-                origins = saga_type.machine.origins(route.event)
-                policy = self.recon_policies().get(saga_type.machine.name)
-                if (
-                    origins is None
-                    and policy is not None
-                    and route.event in policy.outcomes.values()
-                ):
-                    origins = frozenset({RECONCILIATION})
-                if origins is not None and ROUTE not in origins:
-                    found.append(
-                        f"inbox route {route.source}/{route.type} fires {route.event!r}, which "
-                        f"saga {saga_type.machine.name!r} lets only "
-                        f"{', '.join(sorted(origins))} fire"
-                    )
+            found += over_ceiling(saga_type.max_attempts, kinds, actions)
         return found
 
     def sql_problems(self) -> list[str]:
@@ -367,161 +288,3 @@ class Application(Generic[S]):
         )
         # Its commands stay: configuring twice is harmless.
         return dataclasses.replace(made, commands=self.commands)
-
-
-def _over_ceiling(ceiling: int | None, kinds: Iterable[JobKind], actions: set[str]) -> list[str]:
-    """The kinds running ``actions`` that ask for more attempts than the saga kind's ceiling."""
-    if ceiling is None:
-        return []
-    return [
-        f"step {kind.name!r} asks for {kind.max_attempts} attempts, but its saga was "
-        f"registered with max_attempts={ceiling} (drop that ceiling, or lower the step's)"
-        for kind in kinds
-        if kind.name in actions and kind.max_attempts > ceiling
-    ]
-
-
-def _unknown_kinds(policies: Mapping[str, ReconPolicy], registry: Registry) -> list[str]:
-    return [
-        f"reconciliation policy for {kind!r}, which is no saga kind of the application"
-        for kind in policies
-        if kind and kind not in registry.kinds
-    ]
-
-
-def _judge_problems(where: str, policy: ReconPolicy) -> list[str]:
-    if not policy.outcomes:
-        return []
-    if policy.judge is not None and policy.unchecked:
-        return [f"{where}: names a judge and says unchecked=True; choose one"]
-    if policy.judge is None and not policy.unchecked:
-        return [
-            f"{where}: operators' outcomes ({', '.join(policy.outcomes)}) but no judge: "
-            "name one (ReconPolicy(judge=…)) or say ReconPolicy(unchecked=True) to apply "
-            "their decisions unchecked"
-        ]
-    return []
-
-
-def default_app() -> Application:
-    """The application run without ``--app`` or ``$SAGA_APP``: :data:`saga.settings.DEFAULT_APP`."""
-    return load_app(settings.DEFAULT_APP)
-
-
-def load_app(spec: str | None = None) -> Application:
-    """
-    The application ``MODULE:NAME`` (default ``$SAGA_APP``, else :func:`default_app`).
-
-    ``NAME`` is an :class:`Application`, or a function of no arguments
-    returning one.  ``MODULE`` is looked up like ``python -m`` does, the working directory
-    included.  Anything else is :class:`~saga.exceptions.InvalidInput` on
-    ``app``; an error raised by the user's module or factory is
-    :class:`~saga.exceptions.ApplicationLoadFailed`, with its traceback.
-    """
-    spec = spec if spec is not None else os.environ.get(APP_ENV) or None
-    if spec is None:
-        return default_app()
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise InvalidInput(field="app", problem=f"expected MODULE:NAME, got {spec!r}")
-    found: Any = getattr(_import(spec, module_name), attribute, _MISSING)
-    if found is _MISSING:
-        raise InvalidInput(field="app", problem=f"module {module_name!r} has no {attribute!r}")
-    if isinstance(found, Application):
-        return found
-    _check_factory(spec, found)
-    try:
-        made = found()
-    except Exception as exc:
-        raise _load_failed(spec, exc) from exc
-    if not isinstance(made, Application):
-        raise InvalidInput(
-            field="app", problem=f"{spec!r} returned {_describe(made)}, not an Application"
-        )
-    return made
-
-
-_MISSING: Final = object()
-_NOT_AN_APP: Final = "not an Application or a function returning one"
-
-
-def _import(spec: str, module_name: str) -> ModuleType:
-    _search_working_directory()
-    try:
-        return importlib.import_module(module_name)
-    except ModuleNotFoundError as exc:
-        # The module itself (or its package) is missing: a typo, a wrong
-        # directory.  A module *it* imports that is missing is its own bug.
-        if exc.name is not None and (module_name + ".").startswith(exc.name + "."):
-            raise InvalidInput(
-                field="app",
-                problem=f"cannot import {module_name!r}: {exc} (looked in the installed "
-                f"packages and in the working directory, {Path.cwd()})",
-            ) from exc
-        raise _load_failed(spec, exc) from exc
-    except Exception as exc:  # the user's module raised as it was imported
-        raise _load_failed(spec, exc) from exc
-
-
-def _search_working_directory() -> None:
-    """
-    Put the working directory on ``sys.path``, as ``python -m``, uvicorn and Celery do.
-
-    Appended, not prepended: an installed package keeps its name, and a file
-    of the working directory cannot shadow a module the engine imports later.
-    """
-    here = str(Path.cwd())
-    if here not in sys.path and "" not in sys.path:
-        sys.path.append(here)
-
-
-def _check_factory(spec: str, found: object) -> None:
-    """Refuse what is no function of the user's taking no arguments (an application factory)."""
-    if isinstance(found, type):
-        raise InvalidInput(
-            field="app",
-            problem=f"{spec!r} is the class {found.__module__}.{found.__qualname__}, {_NOT_AN_APP}",
-        )
-    if not callable(found):
-        raise InvalidInput(field="app", problem=f"{spec!r} is {_describe(found)}, {_NOT_AN_APP}")
-    # Only the user's own Python code: `builtins:input` would be called too.
-    code = found.func if isinstance(found, functools.partial) else found
-    if not (inspect.isfunction(code) or inspect.ismethod(code)):
-        raise InvalidInput(field="app", problem=f"{spec!r} is {_describe(found)}, {_NOT_AN_APP}")
-    parameters = inspect.signature(found).parameters.values()
-    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    required = [p for p in parameters if p.default is inspect.Parameter.empty]
-    if any(p.kind in positional or p.kind is inspect.Parameter.KEYWORD_ONLY for p in required):
-        raise InvalidInput(
-            field="app",
-            problem=f"{spec!r} takes {len(required)} arguments: a function returning an "
-            "Application takes none",
-        )
-
-
-def _describe(value: object) -> str:
-    if inspect.isbuiltin(value) or inspect.isroutine(value):
-        name = getattr(value, "__qualname__", getattr(value, "__name__", "?"))
-        where = getattr(value, "__module__", None)
-        return f"the function {where}.{name}" if where else f"the function {name}"
-    if isinstance(value, ModuleType):
-        return f"the module {value.__name__}"
-    kind = type(value)
-    where = "" if kind.__module__ == "builtins" else f"{kind.__module__}."
-    return f"a value of type {where}{kind.__qualname__}"
-
-
-def _load_failed(spec: str, exc: BaseException) -> ApplicationLoadFailed:
-    """The user's error with its traceback, less the frames of this module and of importlib."""
-    shown = traceback.TracebackException.from_exception(exc)
-    ours = (__file__, importlib.__file__)
-    shown.stack = traceback.StackSummary.from_list(
-        [
-            frame
-            for frame in shown.stack
-            if frame.filename not in ours and not frame.filename.startswith("<frozen importlib")
-        ]
-    )
-    return ApplicationLoadFailed(
-        spec=spec, error=f"{type(exc).__name__}: {exc}", traceback="".join(shown.format())
-    )

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import argparse
 
-    from saga.core.sagas.transitions import Context
+    from saga.core.sagas.registry import Context
 
 # Adds a command's parser to argparse's subparsers; returns each path's
 # `saga.cli.Leaf` (its handler and flags): the command line's types, not the core's.

@@ -6,21 +6,24 @@ import dataclasses
 import os
 from typing import TYPE_CHECKING, Final, Generic
 
-from saga.core.app import Application, S, default_app
+from saga.core.app import Application, S
+from saga.core.app_loading import default_app
 from saga.core.messages.inbox import Inbox
 from saga.core.messages.relay import DEFAULT_LEASE_SECONDS, Publisher, Relay, Subscribers
 from saga.core.ops.stats import CountsRollUp
 from saga.core.recon.desk import Reconciliation, judge_problems
 from saga.core.recon.items import ReconPolicy
 from saga.core.sagas.instances import Instances
-from saga.core.sagas.transitions import Registry, Sagas
+from saga.core.sagas.runtime import Sagas
 from saga.core.store import migrate as _migrate
-from saga.core.store.db import DEFAULT_URL, Database
+from saga.core.store.backend import DEFAULT_URL
+from saga.core.store.db import Database
 from saga.core.store.sqlfiles import ENGINE
 from saga.exceptions import ApplicationError
 
 if TYPE_CHECKING:
     from saga.core.queue.kinds import JobKind
+    from saga.core.sagas.registry import Registry
     from saga.core.workers.pollers import Poller
 
 URL_ENV: Final = "SAGA_DATABASE_URL"
@@ -32,7 +35,7 @@ def default_url() -> str:
 
 
 def default_registry() -> Registry:
-    """The default application's registry (:func:`~saga.core.app.default_app`)."""
+    """The default application's registry (:func:`~saga.core.app_loading.default_app`)."""
     return default_app().registry
 
 
@@ -54,7 +57,7 @@ class Engine(Generic[S]):
 
     Args:
         url: the database; default :func:`default_url`.
-        app: the application; default :func:`~saga.core.app.default_app`.  Its
+        app: the application; default :func:`~saga.core.app_loading.default_app`.  Its
             own settings (a provider, its databases) are its own: the
             application is built with them.
         registry: the saga kinds, for the default application's services

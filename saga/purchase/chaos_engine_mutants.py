@@ -46,7 +46,7 @@ def sql_patch(
     name: str, patches: Mapping[str, Sequence[tuple[str, str]]], *, dialects: Sequence[str]
 ) -> None:
     """Rewrite named queries: {query name: [(pattern, replacement)]}; each pattern must match."""
-    from saga.core.store import db as _db  # noqa: PLC0415 - a mutant loads what it breaks
+    from saga.core.store import backend  # noqa: PLC0415 - a mutant loads what it breaks
 
     merged: Callable[[Dialect, tuple[SqlComponent, ...]], dict[str, Query]]
 
@@ -66,7 +66,7 @@ def sql_patch(
             queries[query] = dataclasses.replace(queries[query], sql=sql)
         return queries
 
-    merged = swap(name, _db, "merged_queries", broken)
+    merged = swap(name, backend, "merged_queries", broken)
 
 
 _LEASE: Final = (

@@ -10,8 +10,7 @@ claims the event id in the transaction of the effect (a duplicate changes
 nothing; the same id with other content is a recorded conflict) and keeps
 what the event said beside what the provider said; an event that claims
 money the provider does not confirm puts that evidence in front of a human
-(a review item).  :class:`Inbox` is the purchase's door to it
-(``engine.services.inbox``, ``saga webhook deliver``).
+(a review item); :class:`Inbox` (``engine.services.inbox``) is its door.
 """
 
 from __future__ import annotations

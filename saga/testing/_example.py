@@ -29,7 +29,7 @@ from saga.core.engine import Engine
 from saga.core.queue.kinds import Handlers
 from saga.core.queue.leases import Queue
 from saga.core.sagas.refusals import allowed_origins
-from saga.core.sagas.transitions import Fired, fire_in
+from saga.core.sagas.transitions import fire_in
 from saga.core.workers.supervisor import builtin_handlers
 from saga.core.workers.worker import Worker
 from saga.testing._checks import history_problems
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from hypothesis.strategies import SearchStrategy
 
     from saga.core.app import Application
+    from saga.core.sagas.changes import Fired
     from saga.core.store.records import SagaRecord, TransitionRecord
     from saga.testing._strategies import Payloads
     from state_machine import Machine

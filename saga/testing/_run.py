@@ -5,10 +5,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from saga.core.workers.supervisor import builtin_handlers
-from saga.core.workers.worker import Worker, WorkerReport
+from saga.core.workers.worker import Worker
 
 if TYPE_CHECKING:
     from saga.core.engine import Engine
+    from saga.core.workers.report import WorkerReport
 
 
 def run_due(engine: Engine) -> WorkerReport:

@@ -13,13 +13,13 @@ import sqlalchemy as sa
 
 from saga.core.app import Application
 from saga.core.queue.kinds import JobKind, Step
-from saga.core.sagas.transitions import Registry
+from saga.core.sagas.registry import Registry
 from steps import TransientError
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from saga.core.queue.leases import Job
+    from saga.core.queue.values import Job
     from state_machine import Machine
 
 

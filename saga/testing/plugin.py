@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
     from saga.core.app import Application
     from saga.core.engine import Engine
-    from saga.core.workers.worker import WorkerReport
+    from saga.core.workers.report import WorkerReport
     from saga.testing._clock import SagaClock
 
 
@@ -44,7 +44,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def saga_app() -> Application:
     """Your application: override this fixture (the default is the purchase)."""
-    from saga.core.app import default_app  # noqa: PLC0415 - the plugin loads lazily
+    from saga.core.app_loading import default_app  # noqa: PLC0415 - the plugin loads lazily
 
     return default_app()
 

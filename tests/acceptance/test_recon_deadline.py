@@ -7,7 +7,7 @@ from structlog.testing import capture_logs
 
 from saga.core.ops.verify import verify
 from saga.core.queue.kinds import Handlers
-from saga.core.recon.items import deadline_kind
+from saga.core.recon.lifecycle import deadline_kind
 from saga.core.workers.worker import Worker
 from saga.purchase.steps import PurchaseSteps
 from tests.helpers import execute, make_due, saga_jobs

@@ -16,7 +16,7 @@ import pytest
 
 from saga import Engine
 from saga.cli import main
-from saga.core.app import load_app
+from saga.core.app_loading import load_app
 from saga.exceptions import ApplicationLoadFailed, InvalidInput
 from tests.helpers import dump
 
@@ -86,7 +86,7 @@ def test_an_error_in_the_users_factory_is_shown_with_its_traceback(upgraded, use
         f"saga: error: --app: could not load application '{user_module}:typo': TypeError: "
         "Application.__init__() got an unexpected keyword argument 'nonsense'"
     )
-    assert "saga/core/app.py" not in err  # the loader's own frames are not the user's business
+    assert "saga/core/app_loading.py" not in err  # the loader's frames are not the user's business
 
 
 def test_any_error_in_the_factory_is_shown(upgraded, user_module, capsys):

@@ -9,7 +9,8 @@ import pytest
 from saga.codec import as_utc
 from saga.core.ops.stats import collect
 from saga.core.queue.dead_letters import DeadLetters, Filter
-from saga.core.queue.leases import Done, Queue
+from saga.core.queue.leases import Queue
+from saga.core.queue.values import Done
 from saga.exceptions import JobConflict, NotFound
 from saga.queue import NewJob, enqueue_in
 from tests.helpers import dump, execute, expire_lease, expire_lease_in, make_due, rows, scalar

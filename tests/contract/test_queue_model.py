@@ -21,7 +21,8 @@ from hypothesis.stateful import (
 )
 
 from saga import Engine
-from saga.core.queue.leases import Done, Queue
+from saga.core.queue.leases import Queue
+from saga.core.queue.values import Done
 from saga.exceptions import JobConflict
 from saga.queue import NewJob
 from tests.conftest import PostgresSchema, require_postgres

@@ -19,7 +19,7 @@ import pytest
 
 from saga import Application, Engine, Message, Route, by_saga_id
 from saga.cli import main
-from saga.core.app import default_app
+from saga.core.app_loading import default_app
 from saga.core.messages.inbox import Inbox
 from saga.examples import enrollment as enrollment_app
 from saga.examples.enrollment_esign import sandbox_for

@@ -112,7 +112,7 @@ def test_a_failed_write_is_rolled_back_whole_as_the_engines_error(db):
 @pytest.mark.parametrize("write", [True, False])
 def test_a_connection_that_keeps_dropping_ends_in_database_unavailable(sqlite_url, write):
     """Retried until the lock wait is spent, then the engine's typed error, on either path."""
-    from saga.core.store.db import StaleConnection
+    from saga.core.store.retries import StaleConnection
     from saga.exceptions import DatabaseUnavailable
 
     flaky = Database(sqlite_url, lock_wait=0.2)

@@ -16,7 +16,8 @@ import pytest
 import sqlalchemy as sa
 
 from saga import Engine
-from saga.core.queue.leases import ClaimSpec, Queue, claim_in
+from saga.core.queue.leases import Queue, claim_in
+from saga.core.queue.values import ClaimSpec
 from saga.queue import NewJob, enqueue_in
 
 SENTINEL = "wakeups-test-end"

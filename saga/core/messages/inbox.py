@@ -33,7 +33,7 @@ from state_machine import ROUTE
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from saga.core.sagas.transitions import Context, Registry
+    from saga.core.sagas.registry import Context, Registry
     from saga.core.store.db import Database, Tx
 
 Correlate = Callable[["Tx", "Message"], "str | None"]

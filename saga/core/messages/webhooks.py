@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 from saga.core.logs import get_logger
 from saga.core.messages.inbox import Message
 from saga.core.messages.signatures import DEFAULT_TOLERANCE_S, SignatureRefused, check, shape
-from saga.core.sagas.transitions import Context
+from saga.core.sagas.registry import Context
 from saga.exceptions import DatabaseError, InvalidInput, ProviderUnavailable
 
 if TYPE_CHECKING:

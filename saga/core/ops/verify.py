@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from sqlalchemy.engine import RowMapping
 
     from saga.core.engine import Engine
-    from saga.core.sagas.transitions import Registry
+    from saga.core.sagas.registry import Registry
     from saga.core.store.db import Tx
     from state_machine import Machine
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 from saga import validation as _validation
 from saga.codec import iso
 from saga.core.logs import get_logger
-from saga.core.queue.leases import JobInfo
+from saga.core.queue.values import JobInfo
 from saga.exceptions import InvalidInput
 
 if TYPE_CHECKING:

@@ -11,7 +11,7 @@ from saga.exceptions import ConflictError, InvalidInput, NotFound
 from steps.errors import ErrorClass, StepError
 
 if TYPE_CHECKING:
-    from saga.core.queue.leases import Job
+    from saga.core.queue.values import Job
     from saga.core.store.db import Tx
 
 T = TypeVar("T")

@@ -14,19 +14,15 @@ from __future__ import annotations
 import functools
 import json
 import uuid
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from saga.codec import as_utc, iso, load_json, maybe_utc
 from saga.core.logs import get_logger
 from saga.core.queue.jobs import NewJob, enqueue_in, enqueue_many_in
+from saga.core.queue.values import Accepted, Claimed, ClaimSpec, Done, Job, JobInfo
 from saga.exceptions import LeaseLost, NotFound
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
-    from datetime import datetime
-
-    from sqlalchemy.engine import RowMapping
 
     from saga.core.store.db import Database, Tx
 
@@ -34,159 +30,6 @@ T = TypeVar("T")
 log = get_logger(__name__)
 
 DEFAULT_LEASE_SECONDS: Final = 30.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Job:
-    """A job as claimed by a worker: what to do, and the lease it holds."""
-
-    id: str
-    queue: str
-    kind: str
-    saga_id: str | None
-    payload: dict[str, Any]
-    attempt: int
-    max_attempts: int
-    token: str
-    lease_until: datetime
-
-    @property
-    def last_attempt(self) -> bool:
-        """Whether a failure now exhausts the job's attempts."""
-        return self.attempt >= self.max_attempts
-
-    @classmethod
-    def from_claim(cls, row: RowMapping, token: str) -> Job:
-        """Build it from a ``claim_jobs`` row."""
-        return cls(
-            id=row["id"],
-            queue=row["queue"],
-            kind=row["kind"],
-            saga_id=row["saga_id"],
-            payload=load_json(row["payload"]),
-            attempt=int(row["attempts"]),
-            max_attempts=int(row["max_attempts"]),
-            token=token,
-            lease_until=as_utc(row["lease_until"]),
-        )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class JobInfo:
-    """Any job's status, live or finished."""
-
-    id: str
-    queue: str
-    kind: str
-    saga_id: str | None
-    state: str
-    attempts: int
-    max_attempts: int
-    available_at: datetime | None
-    lease_until: datetime | None
-    last_error: str | None
-    error_class: str | None
-    created_at: datetime
-    finished_at: datetime | None
-    payload: dict[str, Any] | None
-
-    @classmethod
-    def from_row(cls, row: RowMapping) -> JobInfo:
-        """Build it from a ``get_job`` row."""
-        return cls(
-            id=row["id"],
-            queue=row["queue"],
-            kind=row["kind"],
-            saga_id=row["saga_id"],
-            state=row["state"],
-            attempts=int(row["attempts"]),
-            max_attempts=int(row["max_attempts"]),
-            available_at=maybe_utc(row["available_at"]),
-            lease_until=maybe_utc(row["lease_until"]),
-            last_error=row["last_error"],
-            error_class=row["error_class"],
-            created_at=as_utc(row["created_at"]),
-            finished_at=maybe_utc(row["finished_at"]),
-            payload=None if row["payload"] is None else load_json(row["payload"]),
-        )
-
-    def to_json(self) -> dict[str, Any]:
-        """The job as plain data."""
-        return {
-            "id": self.id,
-            "queue": self.queue,
-            "kind": self.kind,
-            "saga_id": self.saga_id,
-            "state": self.state,
-            "attempts": self.attempts,
-            "max_attempts": self.max_attempts,
-            "available_at": iso(self.available_at),
-            "lease_until": iso(self.lease_until),
-            "last_error": self.last_error,
-            "error_class": self.error_class,
-            "created_at": iso(self.created_at),
-            "finished_at": iso(self.finished_at),
-            "payload": self.payload,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Accepted:
-    """A job accepted (``created``) or found again under the same id."""
-
-    job: JobInfo
-    created: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Done:
-    """A completion to record: the claimed job and its result (``None``: no result row)."""
-
-    job: Job
-    result: Any = field(default=None)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ClaimSpec:
-    """What a worker claims: job kinds, how many, for how long, with or without a rescue."""
-
-    kinds_json: str
-    batch: int
-    lease_seconds: float
-    rescue: bool = False
-    # Nothing claimed: look for expired leases too before answering "none",
-    # in the same transaction (a worker in burst mode must not stop while a
-    # dead worker's jobs wait).
-    rescue_if_idle: bool = False
-
-    @classmethod
-    def of(
-        cls,
-        kinds: Iterable[str],
-        *,
-        batch: int,
-        lease_seconds: float,
-        rescue: bool = False,
-        rescue_if_idle: bool = False,
-    ) -> ClaimSpec:
-        """The spec for ``kinds``."""
-        return cls(
-            kinds_json=json.dumps(sorted(set(kinds))),
-            batch=batch,
-            lease_seconds=lease_seconds,
-            rescue=rescue,
-            rescue_if_idle=rescue_if_idle,
-        )
-
-
-@dataclass(frozen=True, slots=True)
-class Claimed:
-    """The jobs one claim took; when it took none, how long until one is due."""
-
-    jobs: list[Job]
-    next_due_in: float | None = None
-    # Jobs whose last attempt's lease ran out, dead-lettered by this claim.
-    dead_lettered: int = 0
 
 
 class Queue:
@@ -302,9 +145,10 @@ class Queue:
         Run ``apply`` and complete ``job`` in one fenced transaction.
 
         The lease is checked last, when the job is archived (see
-        :func:`fenced`): if it is no longer owned then, the transaction rolls
-        back and ``(False, None)`` comes back, so a stale worker changes
-        nothing.  ``apply``'s return value is stored as the job's result.
+        :func:`~saga.core.queue.fencing.fenced`): if it is no longer owned
+        then, the transaction rolls back and ``(False, None)`` comes back, so
+        a stale worker changes nothing.  ``apply``'s return value is stored as
+        the job's result.
         """
         owned, value, _ = self.complete_with_then_claim(job, apply, None)
         return owned, value
@@ -464,46 +308,6 @@ def get_job_in(tx: Tx, job_id: str) -> JobInfo:
     if row is None:
         raise NotFound(kind="job", key=job_id)
     return JobInfo.from_row(row)
-
-
-def fence_in(tx: Tx, jobs: Sequence[Job]) -> set[str]:
-    """
-    Lock the jobs still owned under their tokens; the ids that are.
-
-    Call it as the transaction's last statement (or use :func:`fenced`): a
-    lease checked first can expire while the transaction waits on a lock or
-    its process is paused, and writes made after that would commit under a
-    lease nobody holds.  Checked last, under the job's row lock (which keeps
-    a reclaim out until the commit) and with the heartbeat never reviving an
-    expired lease, it vouches for every write before it.  Fencing one job
-    makes the transaction that job's: ``tx.lease`` names it, so the saga and
-    money writes record whose lease they were made under (see
-    :attr:`saga.core.store.db.Tx.lease`).
-    """
-    items = json.dumps([{"id": job.id, "token": job.token} for job in jobs])
-    owned = {row["id"] for row in tx.all("fence_jobs", items=items)}
-    if len(jobs) == 1:
-        tx.lease = (jobs[0].id, jobs[0].token)
-    return owned
-
-
-def fenced(db: Database, job: Job, work: Callable[[Tx], T]) -> T:
-    """
-    Run ``work`` in one transaction that keeps its writes only while ``job`` is owned.
-
-    ``work`` runs first, with ``tx.lease`` naming the job; the lease is
-    checked last (:func:`fence_in`).  If it was lost meanwhile the
-    transaction rolls back and :class:`~saga.exceptions.LeaseLost` is raised.
-    """
-
-    def run(tx: Tx) -> T:
-        tx.lease = (job.id, job.token)
-        value = work(tx)
-        if not fence_in(tx, [job]):
-            raise LeaseLost(job_id=job.id)
-        return value
-
-    return db.transaction(run)
 
 
 def complete_in(tx: Tx, done: Sequence[Done]) -> set[str]:

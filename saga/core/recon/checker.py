@@ -24,19 +24,17 @@ from saga.core.recon.items import (
     RECON_QUEUE,
     ReconItem,
     ReconPolicy,
-    event_log,
-    get_item_in,
     record_observation,
-    schedule_check,
 )
+from saga.core.recon.lifecycle import event_log, get_item_in, schedule_check
 from saga.core.sagas.transitions import fire_in, get_in
 from state_machine import RECONCILIATION
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from saga.core.queue.leases import Job
-    from saga.core.sagas.transitions import Registry
+    from saga.core.queue.values import Job
+    from saga.core.sagas.registry import Registry
     from saga.core.store.db import Database, Tx
     from saga.core.store.records import SagaRecord
 

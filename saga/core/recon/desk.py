@@ -24,10 +24,8 @@ from saga.core.recon.items import (
     ReconItem,
     ReconPolicy,
     StaleDecision,
-    close_item,
-    event_log,
-    get_item_in,
 )
+from saga.core.recon.lifecycle import close_item, event_log, get_item_in
 from saga.core.sagas.transitions import fire_in, get_in
 from saga.exceptions import ConflictError, InvalidInput, SagaError
 from state_machine import RECONCILIATION
@@ -36,7 +34,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from saga.core.recon.items import Judge
-    from saga.core.sagas.transitions import Registry
+    from saga.core.sagas.registry import Registry
     from saga.core.store.db import Database, Tx
 
 

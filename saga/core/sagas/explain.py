@@ -21,7 +21,7 @@ from saga.core.queue.jobs import TIMER_KIND
 if TYPE_CHECKING:
     from datetime import datetime
 
-    from saga.core.queue.leases import JobInfo
+    from saga.core.queue.values import JobInfo
     from saga.core.sagas.instances import Instance, Instances
 
 

@@ -17,16 +17,18 @@ from typing import TYPE_CHECKING, Any, Final
 
 from saga import validation as _validation
 from saga.codec import iso, maybe_utc
-from saga.core.queue.leases import JobInfo
+from saga.core.queue.values import JobInfo
 from saga.core.recon.items import ReconItem
 from saga.core.sagas.refusals import refusals_in
-from saga.core.sagas.transitions import Fired, Registry, Sagas, get_in, history_in
+from saga.core.sagas.transitions import get_in, history_in
 from saga.core.store.records import SagaRecord
 from saga.exceptions import InvalidInput, TransitionNotAllowed
 from state_machine import OPERATOR
 
 if TYPE_CHECKING:
-    from saga.core.sagas.transitions import Context, Started
+    from saga.core.sagas.changes import Fired, Started
+    from saga.core.sagas.registry import Context, Registry
+    from saga.core.sagas.runtime import Sagas
     from saga.core.store.db import Database, Tx
     from saga.core.store.records import TransitionRecord
 

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from datetime import datetime
 
-    from saga.core.sagas.transitions import Context
+    from saga.core.sagas.registry import Context
 
 
 def format_minor(minor: int, currency: str, exponent: int) -> str:

@@ -97,8 +97,8 @@ def record_refusal(
     )
     item = tx.one("any_open_recon_item_of_saga", saga_id=refused.saga_id)
     if item is not None:
-        # On its item's audit trail too (recon.event_log's row; this module
-        # stays below saga.core.recon.items, which builds on the saga runtime).
+        # On its item's audit trail too (recon.lifecycle.event_log's row; this
+        # module stays below saga.core.recon, which builds on the saga runtime).
         detail = {"decision": f"fire {refused.event} ({refused.origin})", "why": refused.message}
         tx.run(
             "insert_recon_event",

@@ -15,8 +15,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from saga.core.engine import Engine
-    from saga.core.queue.leases import Job
-    from saga.core.sagas.transitions import Registry
+    from saga.core.queue.values import Job
+    from saga.core.sagas.registry import Registry
     from saga.core.store.db import Tx
 
 

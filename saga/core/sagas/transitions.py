@@ -1,462 +1,74 @@
 """
-The generic saga runtime: create sagas and move them through their machine.
+Create sagas and move them through their machine, inside a transaction.
 
 Every change is one transaction holding the compare-and-set on state and
 version, the audit row, the next deadline and its timer, the jobs the new
 state queues, the outbox events its kind declares for the new state, and
 whatever the saga kind's hooks write (an application's counters, say).
-Either all of it commits or none of it does.
+Either all of it commits or none of it does.  These functions run in the
+caller's transaction: :class:`~saga.core.sagas.runtime.Sagas` opens one for
+each, the timers, the inbox, the checker and the operators' desk call them
+in their own.  They read a saga kind through :class:`Kind` and :class:`Kinds`,
+the little they need of :mod:`saga.core.sagas.registry`, which builds on the
+runtime (its :class:`~saga.core.sagas.registry.Context` holds one).
 """
 
 from __future__ import annotations
 
-import functools
 import uuid
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol, cast
-
-from typing_extensions import TypeVar
 
 from saga.codec import digest, dump_json
 from saga.core import metrics
-from saga.core.faults import crash_point
 from saga.core.messages.outbox import emit_in
-from saga.core.queue.jobs import (
-    DEFAULT_MAX_ATTEMPTS,
-    TIMER_KIND,
-    NewJob,
-    enqueue_many_in,
-    timer_job,
-)
-from saga.core.sagas.refusals import check_origin, record_refusal
+from saga.core.queue.jobs import TIMER_KIND, NewJob, enqueue_many_in, timer_job
+from saga.core.sagas.changes import Change, Fired, Started
+from saga.core.sagas.refusals import check_origin
 from saga.core.store.records import SagaRecord, TransitionRecord
-from saga.exceptions import (
-    EventRefused,
-    IdempotencyConflict,
-    InvalidInput,
-    NotFound,
-    VersionConflict,
-)
-from saga.validation import identifier as check_identifier
-from saga.validation import operation_id as check_operation_id
-from state_machine import ORIGINS, PREVIOUS_STATE, RECONCILIATION, STEP
+from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, VersionConflict
+from state_machine import PREVIOUS_STATE, STEP
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Iterator, Sequence
+    from collections.abc import Callable, Mapping
 
     from saga.core.messages.outbox import Emit
-    from saga.core.queue.kinds import JobKind, Step
-    from saga.core.store.db import Database, Tx
-    from state_machine import Machine, State, Transition
+    from saga.core.sagas.changes import SagaHook
+    from saga.core.store.db import Tx
+    from state_machine import Machine, State
 
 
-@dataclass(frozen=True, slots=True)
-class Change:
-    """What moved a saga: the transition taken, the event's payload, who and why."""
-
-    transition: Transition
-    payload: Mapping[str, Any]
-    actor: str
-    cause: str | None
-
-
-class SagaHook(Protocol):
-    """Domain writes that belong in the same transaction as a saga's changes."""
-
-    def on_create(self, tx: Tx, saga: SagaRecord) -> None:
-        """Call after the saga row is inserted in its initial state."""
-
-    def on_transition(self, tx: Tx, before: SagaRecord, after: SagaRecord, change: Change) -> None:
-        """Call after the compare-and-set moved the saga from ``before`` to ``after``."""
-
-
-# The type of an application's services (its own class); unsaid, ``Any``: the
-# core never looks inside them, an application's code names its own.
-Services_co = TypeVar("Services_co", covariant=True, default=Any)
-
-
-class Messages(Protocol):
-    """
-    The engine's inbox as an application's parts see it (:class:`~saga.core.messages.inbox.Inbox`).
-
-    Typed loosely here: the inbox module builds on this one.
-    """
-
-    def deliver(self, message: Any, *, via: str | None = None) -> Any:
-        """Apply ``message`` at most once (:meth:`saga.core.messages.inbox.Inbox.deliver`)."""
-
-
-class Context(Protocol[Services_co]):
-    """
-    What an application's parts are built with: the engine, seen narrowly.
-
-    The database, the saga kinds and the runtime over them (the inbox
-    included), and the application's services: the object its ``services``
-    factory built, of its own class (``Context[MyServices]``).
-    :class:`~saga.Engine` is one.
-    """
-
-    db: Database
-    registry: Registry
-    sagas: Sagas
-    create: bool
+class Kind(Protocol):
+    """What moving a saga reads of its kind (:class:`~saga.core.sagas.registry.SagaType`)."""
 
     @property
-    def messages(self) -> Messages:
-        """The engine's inbox (``engine.messages.deliver``)."""
+    def machine(self) -> Machine:
+        """The kind's state machine."""
 
     @property
-    def services(self) -> Services_co:
-        """The application's services, built once for the engine."""
+    def hooks(self) -> tuple[SagaHook, ...]:
+        """Its hooks, told of each change in its transaction."""
 
+    @property
+    def emits(self) -> tuple[Emit, ...]:
+        """The outbox events its states emit."""
 
-T = TypeVar("T")
-TimeoutPayload = Callable[[Context, SagaRecord, str], Mapping[str, Any]]
-StepKinds = Callable[[Context], "Sequence[JobKind]"]
-
-
-class Starter(Protocol):
-    """
-    A kind's own way of starting a saga from a client's request.
-
-    For kinds whose data is more than the request (a price taken from a
-    catalogue, a held resource): ``saga instances start``
-    calls it instead of starting the saga with the request as its data.  It
-    refuses a request it does not take with :class:`~saga.exceptions.InvalidInput`.
-    """
-
-    def __call__(
-        self, engine: Context, *, operation_id: str, request: Mapping[str, Any], actor: str
-    ) -> Started:
-        """Start (or find again) the saga of ``operation_id``."""
-
-
-def _nothing_more(tx: Tx, started: Started) -> None:
-    del tx, started
-
-
-def _no_payload(engine: Context, saga: SagaRecord, event: str) -> Mapping[str, Any]:
-    del engine, saga, event
-    return {}
-
-
-@dataclass(frozen=True, slots=True)
-class SagaType:
-    """
-    A machine registered with the runtime, with its hooks and job settings.
-
-    ``timeout_payload(engine, saga, event)`` builds the payload of a timeout event;
-    it runs outside any transaction, so it may ask the outside world first.
-
-    ``max_attempts`` is an optional ceiling over every step of the kind (the
-    application check refuses a step asking for more); ``None``, the default,
-    lets each step's own figure be the limit.
-
-    ``recon_outcomes`` are its reconciliation policy's outcomes and their
-    events, set by the engine from the application's: only reconciliation
-    fires those events unless its machine says otherwise.
-    """
-
-    machine: Machine
-    hooks: tuple[SagaHook, ...] = ()
-    max_attempts: int | None = None
-    timeout_payload: TimeoutPayload = _no_payload
-    steps: Mapping[str, Step] | StepKinds | None = None
-    emits: tuple[Emit, ...] = ()
-    starter: Starter | None = None
-    recon_outcomes: Mapping[str, str] = field(default_factory=dict)
-    # The attempts of the job kinds running its actions, by action, learnt
-    # from the kinds an engine built (a factory's kinds exist only for an
-    # engine): a job is accepted with its kind's figure, not a default.
-    _attempts: dict[str, int] = field(default_factory=dict, init=False, repr=False, compare=False)
-
-    def step_kinds(self, engine: Context) -> Sequence[JobKind]:
-        """The job kinds running this saga's actions (none if it declares no steps)."""
-        if self.steps is None:
-            return ()
-        if isinstance(self.steps, Mapping):
-            return [step.kind(self.machine.name, action) for action, step in self.steps.items()]
-        return self.steps(engine)
-
-    def learn_attempts(self, kinds: Iterable[JobKind]) -> None:
-        """Keep the attempts of the kinds named ``<saga>.<action>`` (steps or own jobs)."""
-        prefix = f"{self.machine.name}."
-        self._attempts.update(
-            {
-                k.name.removeprefix(prefix): k.max_attempts
-                for k in kinds
-                if k.name.startswith(prefix)
-            }
-        )
-
-    def attempts(self, action: str) -> int:
-        """
-        The attempts a job running ``action`` is accepted with: its kind's figure.
-
-        A step given as a :class:`Step` says it directly; a factory's kinds are
-        learnt when an engine checks the application (every engine does before
-        its first saga).  Capped by the kind's ceiling, if it has one.
-        """
-        if isinstance(self.steps, Mapping) and action in self.steps:
-            figure = self.steps[action].max_attempts
-        else:
-            figure = self._attempts.get(action, DEFAULT_MAX_ATTEMPTS)
-        return figure if self.max_attempts is None else min(figure, self.max_attempts)
+    @property
+    def recon_outcomes(self) -> Mapping[str, str]:
+        """Its reconciliation policy's outcomes and their events."""
 
     @property
     def queue(self) -> str:
-        """The queue of the jobs its states queue: the saga's name."""
-        return self.machine.name
+        """The queue of the jobs its states queue."""
+
+    def attempts(self, action: str) -> int:
+        """The attempts a job running ``action`` is accepted with."""
 
 
-class Registry:
-    """The saga kinds a runtime knows, by name and definition version."""
+class Kinds(Protocol):
+    """What moving a saga reads of its registry (:class:`~saga.core.sagas.registry.Registry`)."""
 
-    def __init__(self) -> None:
-        self._types: dict[tuple[str, int], SagaType] = {}
-
-    def register(
-        self,
-        machine: Machine,
-        *,
-        hooks: Sequence[SagaHook] = (),
-        max_attempts: int | None = None,
-        timeout_payload: TimeoutPayload = _no_payload,
-        steps: Mapping[str, Step] | StepKinds | None = None,
-        emits: Sequence[Emit] = (),
-        starter: Starter | None = None,
-    ) -> SagaType:
-        """
-        Register ``machine`` with the steps running its actions.
-
-        ``steps`` maps each action its states list to a :class:`Step`, or is
-        a function of the engine returning the job kinds (one per action).
-        ``emits`` are the events its transitions write to the outbox.
-        ``starter`` is the kind's own way of starting one from a request
-        (``saga instances start``); without it the request is the saga's data.
-        Each step's ``max_attempts`` is its limit; ``max_attempts`` here is an
-        optional ceiling over all of them, and a step asking for more than it
-        is refused by the application check (never capped silently).
-        Registering the same name and version twice is an error; an action
-        without a step is found when an engine checks its application.
-        """
-        key = (machine.name, machine.version)
-        if key in self._types:
-            msg = f"saga {machine.name!r} version {machine.version} is already registered"
-            raise ValueError(msg)
-        saga_type = SagaType(
-            machine=machine,
-            hooks=tuple(hooks),
-            max_attempts=max_attempts,
-            timeout_payload=timeout_payload,
-            steps=steps,
-            emits=tuple(emits),
-            starter=starter,
-        )
-        self._types[key] = saga_type
-        return saga_type
-
-    def mapped(self, change: Callable[[SagaType], SagaType]) -> Registry:
-        """A copy with ``change`` applied to every registered type (the engine's wiring)."""
-        copy = Registry()
-        copy._types = {key: change(saga_type) for key, saga_type in self._types.items()}
-        return copy
-
-    def get(self, kind: str, version: int | None = None) -> SagaType:
-        """The registered type; the newest version when ``version`` is ``None``."""
-        if version is None:
-            versions = [v for (name, v) in self._types if name == kind]
-            if not versions:
-                raise NotFound(kind="saga kind", key=kind)
-            version = max(versions)
-        try:
-            return self._types[(kind, version)]
-        except KeyError:
-            raise NotFound(kind="saga definition", key=f"{kind} v{version}") from None
-
-    def __iter__(self) -> Iterator[SagaType]:
-        return iter(self._types.values())
-
-    @property
-    def kinds(self) -> tuple[str, ...]:
-        """Every registered saga name."""
-        return tuple(sorted({name for name, _ in self._types}))
-
-
-@dataclass(frozen=True, slots=True)
-class Started:
-    """What :meth:`Sagas.start` did: the saga, and whether this call created it."""
-
-    saga: SagaRecord
-    created: bool
-    #: The audit rows this call wrote (the "start" row when it created the
-    #: saga; none when it found it again): a reply needs not read them back.
-    history: tuple[TransitionRecord, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Fired:
-    """What :meth:`Sagas.fire` did: the saga after the event, and the transition taken."""
-
-    saga: SagaRecord
-    transition: Transition | None = field(default=None)
-
-    @property
-    def absorbed(self) -> bool:
-        """Whether a terminal state absorbed the event (nothing changed)."""
-        return self.transition is None
-
-
-class Sagas:
-    """
-    Create and move sagas in one database.
-
-    Args:
-        db: the database.
-        registry: the saga kinds this runtime knows.
-
-    """
-
-    def __init__(self, db: Database, registry: Registry) -> None:
-        self.db = db
-        self.registry = registry
-
-    # -- reading ---------------------------------------------------------------
-
-    def get(self, saga_id: str) -> SagaRecord:
-        """The saga ``saga_id``; :class:`NotFound` if there is none."""
-        check_identifier("saga_id", saga_id)
-        return self.db.transaction(lambda tx: get_in(tx, saga_id), write=False)
-
-    def history(self, saga_id: str) -> list[TransitionRecord]:
-        """The saga's audit trail, oldest first."""
-        return self.db.transaction(lambda tx: history_in(tx, saga_id), write=False)
-
-    # -- writing ---------------------------------------------------------------
-
-    def start(
-        self,
-        kind: str,
-        *,
-        operation_id: str,
-        request: Mapping[str, Any],
-        prepare: Callable[[Tx], Mapping[str, Any]] | None = None,
-        actor: str = "api",
-    ) -> Started:
-        """
-        Accept a new saga under a client-chosen ``operation_id``.
-
-        ``request`` is what the client asked for: the same id with an equal
-        request returns the saga it created (``created=False``); with another
-        request it raises :class:`IdempotencyConflict` and changes nothing.
-        ``prepare`` runs in the transaction to turn the request into the
-        saga's data (and may raise to refuse it).
-        """
-        started, _ = self.start_then(
-            kind,
-            operation_id=operation_id,
-            request=request,
-            prepare=prepare,
-            actor=actor,
-            then=_nothing_more,
-        )
-        return started
-
-    def start_then(
-        self,
-        kind: str,
-        *,
-        operation_id: str,
-        request: Mapping[str, Any],
-        then: Callable[[Tx, Started], T],
-        prepare: Callable[[Tx], Mapping[str, Any]] | None = None,
-        actor: str = "api",
-    ) -> tuple[Started, T]:
-        """
-        :meth:`start`, then ``then`` in the same transaction (the reply's read-back).
-
-        One transaction instead of two for a caller that answers with more
-        than the saga (an application answering with its own records).
-        """
-        check_operation_id(operation_id)
-        saga_type = self.registry.get(kind)
-
-        def work(tx: Tx) -> tuple[Started, T]:
-            started = start_in(
-                tx,
-                saga_type,
-                operation_id=operation_id,
-                request=request,
-                prepare=prepare,
-                actor=actor,
-            )
-            return started, then(tx, started)
-
-        done = self.db.transaction(work)
-        # Committed, not yet acknowledged: a client that never hears back
-        # retries with the same operation id and gets this saga.
-        crash_point("accept.after_commit")
-        return done
-
-    def fire(
-        self,
-        saga_id: str,
-        event: str,
-        *,
-        payload: Mapping[str, Any] | None = None,
-        actor: str,
-        cause: str | None = None,
-        expected_version: int | None = None,
-        kind: str | None = None,
-        origin: str = STEP,
-    ) -> Fired:
-        """
-        Deliver ``event`` to a saga and take the transition its machine decides.
-
-        ``origin``: the door it comes through (default ``step``, the application's
-        code); an event its machine keeps to other doors is refused and the
-        refusal recorded (:class:`~saga.exceptions.EventRefused`).  Reconciliation
-        outcomes go through ``engine.recon.resolve``, which asks the judge first.
-
-        With ``expected_version``, a saga that moved on since the caller read
-        it raises :class:`VersionConflict`.  With ``kind``, a saga of another
-        kind is :class:`NotFound` (named after ``kind``), so an API for one
-        kind of saga cannot move another.  A terminal state absorbs events
-        that are not declared compensations (``Fired.absorbed``); a
-        non-terminal state refuses undeclared events with
-        :class:`~saga.exceptions.TransitionNotAllowed`.
-        """
-        check_identifier("saga_id", saga_id)
-        if origin not in ORIGINS or origin == RECONCILIATION:
-            raise InvalidInput(
-                field="origin",
-                problem=f"must be one of {', '.join(o for o in ORIGINS if o != RECONCILIATION)}"
-                " (reconciliation outcomes go through engine.recon.resolve and its judge)",
-            )
-        try:
-            return self.db.transaction(
-                lambda tx: fire_in(
-                    tx,
-                    self.registry,
-                    saga_id,
-                    event,
-                    payload=payload or {},
-                    actor=actor,
-                    cause=cause,
-                    expected_version=expected_version,
-                    kind=kind,
-                    origin=origin,
-                )
-            )
-        except EventRefused as refused:
-            # The refused transaction rolled back; its record commits on its own.
-            self.db.transaction(
-                functools.partial(
-                    record_refusal, refused=refused, actor=actor, cause=cause, payload=payload or {}
-                )
-            )
-            raise
+    def get(self, kind: str, version: int | None = None) -> Kind:
+        """The kind ``kind`` (its newest version when ``version`` is ``None``)."""
 
 
 def get_in(tx: Tx, saga_id: str) -> SagaRecord:
@@ -492,7 +104,7 @@ def history_in(tx: Tx, saga_id: str) -> list[TransitionRecord]:
 
 def start_in(
     tx: Tx,
-    saga_type: SagaType,
+    saga_type: Kind,
     *,
     operation_id: str,
     request: Mapping[str, Any],
@@ -559,7 +171,7 @@ def start_in(
 
 def fire_in(
     tx: Tx,
-    registry: Registry,
+    registry: Kinds,
     saga_id: str,
     event: str,
     *,
@@ -659,7 +271,7 @@ def _deadline(state: State, data: Mapping[str, Any]) -> tuple[str | None, float 
     return state.timeout.event, seconds
 
 
-def _enter(tx: Tx, saga_type: SagaType, saga: SagaRecord, state: State) -> None:
+def _enter(tx: Tx, saga_type: Kind, saga: SagaRecord, state: State) -> None:
     """Queue what entering ``state`` starts: its timer and its actions (one batch)."""
     jobs = [
         NewJob(

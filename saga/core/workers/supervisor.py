@@ -22,10 +22,11 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait as wait_for
 from typing import TYPE_CHECKING, Any, Final
 
-from saga.core.app import load_app
+from saga.core.app_loading import load_app
 from saga.core.logs import configure_logging, get_logger
 from saga.core.queue.kinds import Handlers
-from saga.core.workers.worker import COUNTERS, Worker, WorkerReport
+from saga.core.workers.report import COUNTERS, WorkerReport
+from saga.core.workers.worker import Worker
 from saga.exceptions import SagaError
 
 if TYPE_CHECKING:
@@ -78,7 +79,7 @@ class WorkerOptions:
 
 def builtin_handlers(engine: Engine) -> Handlers:
     """Every job kind a worker of ``engine`` runs: timers, deadlines, the application's."""
-    from saga.core.recon.items import deadline_kind  # noqa: PLC0415 - avoids an import cycle with _engine
+    from saga.core.recon.lifecycle import deadline_kind  # noqa: PLC0415 - avoids an import cycle with _engine
     from saga.core.sagas.timers import timer_kind  # noqa: PLC0415
 
     return Handlers([timer_kind(engine), deadline_kind(), *engine.step_kinds()])
