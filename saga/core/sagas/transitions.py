@@ -29,7 +29,7 @@ from saga.exceptions import IdempotencyConflict, InvalidInput, NotFound, Version
 from state_machine import PREVIOUS_STATE, STEP
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Mapping
+    from collections.abc import Callable, Mapping, Sequence
 
     from saga.core.messages.outbox import Emit
     from saga.core.sagas.changes import SagaHook
@@ -132,7 +132,7 @@ def start_in(
 
     data = dict(prepare(tx) if prepare is not None else request)
     initial = machine.initial
-    deadline = _deadline(initial, data)
+    deadline = deadline_of(initial, data)
     # One statement on PostgreSQL: the saga and its first audit row.
     start_cause = f"operation {operation_id}"
     row = tx.one(
@@ -161,6 +161,7 @@ def start_in(
         cause=start_cause,
         payload={},
         at=saga.created_at,
+        definition_version=saga.definition_version,
     )
     for hook in saga_type.hooks:
         hook.on_create(tx, saga)
@@ -218,7 +219,7 @@ def fire_in(
     target = machine.state(transition.target)
     # The engine's own key, so that guards can ask where a saga came from.
     data = {**before.data, **(data_update or {}), PREVIOUS_STATE: before.state}
-    deadline = _deadline(target, data)
+    deadline = deadline_of(target, data)
     # One statement: the compare-and-set, the audit row, the old timers.
     moved = tx.one(
         "transition_saga",
@@ -230,6 +231,7 @@ def fire_in(
         deadline_event=deadline[0],
         deadline_seconds=deadline[1],
         deadline_since_created=bool(target.timeout and target.timeout.since == "created"),
+        finished=target.terminal,
         event=event,
         actor=actor,
         cause=cause,
@@ -261,7 +263,8 @@ def fire_in(
     return Fired(saga=after, transition=transition)
 
 
-def _deadline(state: State, data: Mapping[str, Any]) -> tuple[str | None, float | None]:
+def deadline_of(state: State, data: Mapping[str, Any]) -> tuple[str | None, float | None]:
+    """The event and seconds of ``state``'s timeout for a saga holding ``data`` (or none)."""
     if state.timeout is None:
         return None, None
     try:
@@ -271,8 +274,16 @@ def _deadline(state: State, data: Mapping[str, Any]) -> tuple[str | None, float 
     return state.timeout.event, seconds
 
 
-def _enter(tx: Tx, saga_type: Kind, saga: SagaRecord, state: State) -> None:
-    """Queue what entering ``state`` starts: its timer and its actions (one batch)."""
+def entry_jobs(
+    saga_type: Kind, saga: SagaRecord, state: State, actions: Sequence[str] | None = None
+) -> list[NewJob]:
+    """
+    What entering ``state`` starts, as jobs: its actions (or ``actions`` of them) and its timer.
+
+    The saga is as the entering transaction left it (its new version, its
+    deadline read from the database clock).  A migration queues through
+    here too (:mod:`saga.core.sagas.migrations`), with the actions still due.
+    """
     jobs = [
         NewJob(
             id=f"step:{saga.id}:{saga.version}:{action}",
@@ -282,7 +293,7 @@ def _enter(tx: Tx, saga_type: Kind, saga: SagaRecord, state: State) -> None:
             saga_id=saga.id,
             max_attempts=saga_type.attempts(action),
         )
-        for action in state.actions
+        for action in (state.actions if actions is None else actions)
     ]
     if saga.deadline_event is not None and saga.deadline_at is not None:
         jobs.append(
@@ -293,6 +304,11 @@ def _enter(tx: Tx, saga_type: Kind, saga: SagaRecord, state: State) -> None:
                 due=saga.deadline_at,
             )
         )
+    return jobs
+
+
+def _enter(tx: Tx, saga_type: Kind, saga: SagaRecord, state: State) -> None:
+    """Queue what entering ``state`` starts: its timer and its actions (one batch)."""
     # Their ids name this saga version, which this transaction just made:
     # no job can have had them before (enqueue_many_in's fresh).
-    enqueue_many_in(tx, jobs, fresh=True)
+    enqueue_many_in(tx, entry_jobs(saga_type, saga, state), fresh=True)

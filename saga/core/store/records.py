@@ -60,10 +60,13 @@ class TransitionRecord:
     cause: str | None
     payload: Mapping[str, Any]
     at: datetime
+    #: The definition version it was made under (``None``: not read with it).
+    definition_version: int | None = None
 
     @classmethod
     def from_row(cls, row: RowMapping) -> TransitionRecord:
         """Build it from a ``saga_transitions`` row."""
+        definition = row.get("definition_version")
         return cls(
             version=int(row["version"]),
             from_state=row["from_state"],
@@ -73,6 +76,7 @@ class TransitionRecord:
             cause=row["cause"],
             payload=load_json(row["payload"]),
             at=as_utc(row["at"]),
+            definition_version=None if definition is None else int(definition),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -85,4 +89,5 @@ class TransitionRecord:
             "at": iso(self.at),
             "version": self.version,
             "cause": self.cause,
+            "definition_version": self.definition_version,
         }

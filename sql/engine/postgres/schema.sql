@@ -16,6 +16,8 @@ CREATE TABLE sagas (
     created_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
     entered_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
     updated_at          timestamptz NOT NULL DEFAULT clock_timestamp(),
+    -- 0016: when it entered a terminal state (NULL: live, or not yet marked).
+    finished_at         timestamptz,
     CONSTRAINT sagas_version_positive CHECK (version >= 1),
     CONSTRAINT sagas_deadline_paired CHECK ((deadline_at IS NULL) = (deadline_event IS NULL))
 );
@@ -24,6 +26,9 @@ CREATE INDEX sagas_newest ON sagas (created_at DESC, id DESC);
 CREATE INDEX sagas_kind_state_newest ON sagas (kind, state, created_at DESC, id DESC);
 CREATE INDEX sagas_kind_state_entered ON sagas (kind, state, entered_at);
 CREATE INDEX sagas_deadline ON sagas (deadline_at) WHERE deadline_at IS NOT NULL;
+-- Live sagas per kind and definition version (0016): what retiring a version
+-- reads, and what a migration walks in id order.
+CREATE INDEX sagas_live ON sagas (kind, definition_version, id, state) WHERE finished_at IS NULL;
 
 -- Append-only audit: one row per transition, the creation included.
 CREATE TABLE saga_transitions (
@@ -39,6 +44,8 @@ CREATE TABLE saga_transitions (
     at          timestamptz NOT NULL DEFAULT clock_timestamp(),
     job_id      text,
     lease_valid boolean,
+    -- 0016: the definition version the transition was made under.
+    definition_version integer,
     CONSTRAINT saga_transitions_one_per_version UNIQUE (saga_id, version)
 );
 

@@ -18,6 +18,8 @@ CREATE TABLE sagas (
     created_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     entered_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
     updated_at          TEXT NOT NULL DEFAULT (strftime('%Y-%m-%dT%H:%M:%fZ', 'now')),
+    -- 0016: when it entered a terminal state (NULL: live, or not yet marked).
+    finished_at         TEXT,
     CONSTRAINT sagas_version_positive CHECK (version >= 1),
     CONSTRAINT sagas_data_json CHECK (json_valid(data)),
     CONSTRAINT sagas_deadline_paired CHECK ((deadline_at IS NULL) = (deadline_event IS NULL))
@@ -27,6 +29,9 @@ CREATE INDEX sagas_newest ON sagas (created_at DESC, id DESC);
 CREATE INDEX sagas_kind_state_newest ON sagas (kind, state, created_at DESC, id DESC);
 CREATE INDEX sagas_kind_state_entered ON sagas (kind, state, entered_at);
 CREATE INDEX sagas_deadline ON sagas (deadline_at) WHERE deadline_at IS NOT NULL;
+-- Live sagas per kind and definition version (0016): what retiring a version
+-- reads, and what a migration walks in id order.
+CREATE INDEX sagas_live ON sagas (kind, definition_version, id, state) WHERE finished_at IS NULL;
 
 -- Append-only audit: one row per transition, the creation included.
 CREATE TABLE saga_transitions (
@@ -43,6 +48,8 @@ CREATE TABLE saga_transitions (
     job_id      TEXT,
     lease_valid INTEGER
         CONSTRAINT saga_transitions_lease_valid_bool CHECK (lease_valid IN (0, 1)),
+    -- 0016: the definition version the transition was made under.
+    definition_version INTEGER,
     CONSTRAINT saga_transitions_payload_json CHECK (json_valid(payload)),
     CONSTRAINT saga_transitions_one_per_version UNIQUE (saga_id, version)
 ) STRICT;

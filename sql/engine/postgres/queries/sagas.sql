@@ -22,7 +22,7 @@ created AS (
 ),
 audit AS (
     INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause,
-                                  payload, at, job_id, lease_valid)
+                                  payload, at, job_id, lease_valid, definition_version)
     SELECT created.id, created.version, NULL, created.state, 'start', CAST(:actor AS text),
            CAST(:cause AS text), jsonb_build_object(), created.created_at, CAST(:job_id AS text),
            CASE WHEN CAST(:job_id AS text) IS NULL THEN NULL
@@ -30,7 +30,8 @@ audit AS (
                              WHERE id = :job_id AND state = 'running'
                                AND lease_token = :lease_token
                                AND lease_until > clock_timestamp())
-           END
+           END,
+           created.definition_version
     FROM created
 )
 SELECT id, kind, definition_version, state, version, data, deadline_at, deadline_event,
@@ -56,7 +57,8 @@ FOR UPDATE;
 -- clock.  In the same statement, only if it moved: its audit row (naming the
 -- job whose fenced transaction this is, and whether that job's lease was
 -- valid at this moment: the fencing witness `saga verify` reads; both NULL
--- outside a job) and forgetting its timers that have not fired.
+-- outside a job) and forgetting its timers that have not fired.  :finished
+-- says the target state is terminal (finished_at, what retiring a version reads).
 WITH clock AS (SELECT clock_timestamp() AS now),
 moved AS (
     UPDATE sagas
@@ -71,7 +73,8 @@ moved AS (
             ELSE clock.now + make_interval(secs => CAST(:deadline_seconds AS double precision))
         END,
         entered_at = clock.now,
-        updated_at = clock.now
+        updated_at = clock.now,
+        finished_at = CASE WHEN CAST(:finished AS boolean) THEN clock.now END
     FROM clock
     WHERE id = :id AND state = :from_state AND version = :version
     RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
@@ -79,7 +82,7 @@ moved AS (
 ),
 audit AS (
     INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause,
-                                  payload, job_id, lease_valid)
+                                  payload, job_id, lease_valid, definition_version)
     SELECT moved.id, moved.version, CAST(:from_state AS text), moved.state,
            CAST(:event AS text), CAST(:actor AS text), CAST(:cause AS text),
            CAST(:payload AS jsonb), CAST(:job_id AS text),
@@ -88,7 +91,8 @@ audit AS (
                              WHERE id = :job_id AND state = 'running'
                                AND lease_token = :lease_token
                                AND lease_until > clock_timestamp())
-           END
+           END,
+           moved.definition_version
     FROM moved
 ),
 dropped AS (
@@ -101,10 +105,12 @@ SELECT id, kind, definition_version, state, version, data, deadline_at, deadline
 FROM moved;
 
 -- name: list_transitions
--- A saga's audit trail, oldest first.
-SELECT version, from_state, to_state, event, actor, cause, payload, at
-FROM saga_transitions WHERE saga_id = :saga_id
-ORDER BY version;
+-- A saga's audit trail, oldest first, each row with the definition it was made under.
+SELECT t.version, t.from_state, t.to_state, t.event, t.actor, t.cause, t.payload, t.at,
+       coalesce(t.definition_version, s.definition_version) AS definition_version
+FROM saga_transitions t JOIN sagas s ON s.id = t.saga_id
+WHERE t.saga_id = :saga_id
+ORDER BY t.version;
 
 -- name: claim_operation
 -- Claim an operation id; no row back means it was claimed before (maybe just now,

@@ -18,13 +18,14 @@ VALUES (
 RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
           created_at, entered_at, updated_at;
 INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload,
-                              at, job_id, lease_valid)
+                              at, job_id, lease_valid, definition_version)
 SELECT id, version, NULL, state, 'start', :actor, :cause, json_object(), created_at, :job_id,
        CASE WHEN :job_id IS NULL THEN NULL
             ELSE EXISTS (SELECT 1 FROM jobs
                          WHERE id = :job_id AND state = 'running' AND lease_token = :lease_token
                            AND lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-       END
+       END,
+       definition_version
 FROM sagas WHERE id = :id;
 
 -- name: get_saga
@@ -46,7 +47,8 @@ FROM sagas WHERE id = :id;
 -- clock.  Then, only if it moved (changes()): its audit row (naming the job
 -- whose fenced transaction this is, and whether that job's lease was valid at
 -- this moment: the fencing witness `saga verify` reads; both NULL outside a
--- job) and forgetting its timers that have not fired.
+-- job) and forgetting its timers that have not fired.  :finished says the
+-- target state is terminal (finished_at, what retiring a version reads).
 UPDATE sagas
 SET state = :to_state,
     version = version + 1,
@@ -59,27 +61,31 @@ SET state = :to_state,
         ELSE strftime('%Y-%m-%dT%H:%M:%fZ', julianday('now') + :deadline_seconds / 86400.0)
     END,
     entered_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
-    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now')
+    updated_at = strftime('%Y-%m-%dT%H:%M:%fZ', 'now'),
+    finished_at = CASE WHEN :finished THEN strftime('%Y-%m-%dT%H:%M:%fZ', 'now') END
 WHERE id = :id AND state = :from_state AND version = :version
 RETURNING id, kind, definition_version, state, version, data, deadline_at, deadline_event,
           created_at, entered_at, updated_at;
 INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor, cause, payload,
-                              job_id, lease_valid)
+                              job_id, lease_valid, definition_version)
 SELECT id, version, :from_state, state, :event, :actor, :cause, :payload, :job_id,
        CASE WHEN :job_id IS NULL THEN NULL
             ELSE EXISTS (SELECT 1 FROM jobs
                          WHERE id = :job_id AND state = 'running' AND lease_token = :lease_token
                            AND lease_until > strftime('%Y-%m-%dT%H:%M:%fZ', 'now'))
-       END
+       END,
+       definition_version
 FROM sagas WHERE id = :id AND changes() = 1;
 DELETE FROM jobs
 WHERE saga_id = :id AND kind = :timer_kind AND state = 'pending' AND changes() = 1;
 
 -- name: list_transitions
--- A saga's audit trail, oldest first.
-SELECT version, from_state, to_state, event, actor, cause, payload, at
-FROM saga_transitions WHERE saga_id = :saga_id
-ORDER BY version;
+-- A saga's audit trail, oldest first, each row with the definition it was made under.
+SELECT t.version, t.from_state, t.to_state, t.event, t.actor, t.cause, t.payload, t.at,
+       coalesce(t.definition_version, s.definition_version) AS definition_version
+FROM saga_transitions t JOIN sagas s ON s.id = t.saga_id
+WHERE t.saga_id = :saga_id
+ORDER BY t.version;
 
 -- name: claim_operation
 -- Claim an operation id; no row back means it was claimed before.
