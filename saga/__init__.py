@@ -3,7 +3,9 @@ A saga orchestration engine: persisted state machines in SQL.
 
 Define a saga with :class:`Machine`, :class:`State`, :class:`Transition`,
 :class:`Timeout` and :func:`guard`; declare the :class:`Step` running each
-action it lists; put them in an :class:`Application` and run it with an
+action it lists; put them in an :class:`Application` (with the
+:class:`Migration` of its live sagas when a machine gets a new version) and
+run it with an
 :class:`Engine` on SQLite (embedded, no setup) or PostgreSQL (many workers,
 many machines).  ``saga worker --app MODULE:NAME`` runs it under workers.
 
@@ -34,6 +36,7 @@ _HOMES: Final[dict[str, str]] = {
     "JobKind": "saga.core.queue.kinds",
     "Machine": "state_machine",
     "Message": "saga.core.messages.inbox",
+    "Migration": "saga.core.sagas.plans",
     "OutcomeUnknown": "steps",
     "PermanentError": "steps",
     "ReconPolicy": "saga.core.recon.items",
@@ -64,6 +67,7 @@ if TYPE_CHECKING:
     from saga.core.queue.kinds import Step as Step
     from saga.core.queue.values import Job as Job
     from saga.core.recon.items import ReconPolicy as ReconPolicy
+    from saga.core.sagas.plans import Migration as Migration
     from saga.core.sagas.registry import Context as Context
     from saga.core.sagas.registry import Registry as Registry
     from saga.core.sagas.transitions import fire_in as fire_in

@@ -32,7 +32,9 @@ from saga.core.queue.kinds import JobKind
 from saga.core.recon.items import ReconPolicy
 from saga.core.recon.lifecycle import ReconHook
 from saga.core.sagas.money import MoneySummary, no_money
+from saga.core.sagas.plans import Migration, declared_problems
 from saga.core.sagas.registry import Context, Registry, SagaType
+from saga.core.sagas.versions import step_problems, steps_by_kind
 from saga.core.store.sqlfiles import DIALECTS, ENGINE
 from saga.exceptions import NotFound
 
@@ -126,6 +128,9 @@ class Application(Generic[S]):
             saga pages and by ``saga recon show``; sagas it leaves out hold none.
         commands: its own commands and options on the ``saga`` command line
             (:class:`~saga.core.commands.Commands`); they exist only under it.
+        migrations: how live sagas move from an older definition version of a
+            kind to a newer one (:class:`~saga.Migration`), checked with the
+            rest and applied by ``saga migrate apply``.
 
     """
 
@@ -145,6 +150,7 @@ class Application(Generic[S]):
     messages: MessagesOf[S] = _no_messages
     money: MoneyOf[S] = no_money
     commands: Commands = NO_COMMANDS
+    migrations: tuple[Migration, ...] = ()
 
     def recon_policies(self) -> dict[str, ReconPolicy]:
         """
@@ -191,8 +197,12 @@ class Application(Generic[S]):
         return {route.source for route in self.routes}
 
     def step_kinds(self, engine: Context) -> list[JobKind]:
-        """The job kinds running the actions of its sagas."""
-        return [kind for saga_type in self.registry for kind in saga_type.step_kinds(engine)]
+        """The job kinds running the actions of its sagas (one per name, whatever the versions)."""
+        return [
+            kind
+            for kinds in steps_by_kind(self.registry, engine).values()
+            for kind in kinds.values()
+        ]
 
     def job_kinds(self, engine: Context) -> list[JobKind]:
         """Every job kind it runs: its sagas' steps and its own jobs."""
@@ -220,10 +230,30 @@ class Application(Generic[S]):
         policies = self.recon_policies()
         found += recon_problems(self.recon, self.registry, policies)
         found += route_origin_problems(self.routes, self.registry, policies)
+        found += self._kind_problems(engine, kinds, own)
+        found += declared_problems(self.migrations, self.registry)
+        return found
+
+    def _kind_problems(self, engine: Context, kinds: list[JobKind], own: set[str]) -> list[str]:
+        """Its saga kinds' events and steps; a kind's actions are those of all its versions."""
+        found = step_problems(self.registry, engine)
+        newest: dict[str, int] = {}
+        actions_of: dict[str, set[str]] = {}
+        for saga_type in self.registry:
+            machine = saga_type.machine
+            newest[machine.name] = max(newest.get(machine.name, 0), machine.version)
+            actions = {f"{machine.name}.{a}" for state in machine.states for a in state.actions}
+            actions_of.setdefault(machine.name, set()).update(actions)
+            found += over_ceiling(saga_type.max_attempts, kinds, actions)
         for saga_type in self.registry:
             machine = saga_type.machine
             for emit in saga_type.emits:
                 found += emit.problems(machine)
+                if emit.since is not None and emit.since > newest[machine.name]:
+                    found.append(
+                        f"saga {machine.name!r}: event {emit.type!r} is declared since "
+                        f"v{emit.since}, a version the application does not register"
+                    )
             emitted = [(s, e.type) for e in saga_type.emits for s in e.states]
             found += sorted(
                 {
@@ -232,19 +262,19 @@ class Application(Generic[S]):
                     if emitted.count((state, type_)) > 1
                 }
             )
-            actions = {f"{machine.name}.{a}" for state in machine.states for a in state.actions}
-            steps = {kind.name for kind in saga_type.step_kinds(engine)}
+        steps_of = steps_by_kind(self.registry, engine)
+        for name, actions in sorted(actions_of.items()):
+            steps = set(steps_of.get(name, {}))
             found += [
-                f"saga {machine.name!r}: action {name.partition('.')[2]!r} has no step "
+                f"saga {name!r}: action {action.partition('.')[2]!r} has no step "
                 "(register it with steps=...)"
-                for name in sorted(actions - steps - own)
+                for action in sorted(actions - steps - own)
             ]
             found += [
-                f"saga {machine.name!r}: step {name!r} runs no action of any state "
+                f"saga {name!r}: step {step!r} runs no action of any state "
                 "(declare it as one of its own jobs instead)"
-                for name in sorted(steps - actions)
+                for step in sorted(steps - actions)
             ]
-            found += over_ceiling(saga_type.max_attempts, kinds, actions)
         return found
 
     def sql_problems(self) -> list[str]:

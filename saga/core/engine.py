@@ -14,7 +14,9 @@ from saga.core.ops.stats import CountsRollUp
 from saga.core.recon.desk import Reconciliation, judge_problems
 from saga.core.recon.items import ReconPolicy
 from saga.core.sagas.instances import Instances
+from saga.core.sagas.migrations import Migrations
 from saga.core.sagas.runtime import Sagas
+from saga.core.sagas.versions import check_versions
 from saga.core.store import migrate as _migrate
 from saga.core.store.backend import DEFAULT_URL
 from saga.core.store.db import Database
@@ -48,7 +50,10 @@ class Engine(Generic[S]):
     explicitly with ``saga db upgrade`` (:class:`~saga.exceptions.SchemaOutOfDate`).
     Nothing touches the database before that first transaction.  The
     application is checked when the engine is built
-    (:class:`~saga.exceptions.DefinitionError` lists every problem).
+    (:class:`~saga.exceptions.DefinitionError` lists every problem), and
+    against the database on first use: a definition version it no longer
+    registers while sagas still run on it is refused, with their count
+    (:mod:`saga.core.sagas.versions`).
 
     The application's services are ``engine.services``: the object its
     ``services`` factory built, of its own class (the purchase application's
@@ -108,6 +113,7 @@ class Engine(Generic[S]):
         self.sagas = Sagas(self.db, self.registry)
         self.instances = Instances(self.db, self.registry, self.sagas, context=self)
         self.messages = Inbox(self.db, self.registry, app.routes, context=self)
+        self.migrations = Migrations(self.db, self.registry, app.migrations)
         self._services: S = app.services(self)
         # Each policy names its judge, or says its decisions go unchecked.
         judges = {
@@ -142,6 +148,7 @@ class Engine(Generic[S]):
         if not self.create:
             self.db.require_file()
         _migrate.ensure_current(self.db)
+        check_versions(self.db, self.registry, self.app.name)
 
     def step_kinds(self) -> list[JobKind]:
         """The job kinds of the application: its sagas' steps and its own jobs."""

@@ -54,6 +54,7 @@ CRASH_POINTS: Final = (
     "relay.before_publish",  # an outbox batch claimed, nothing published
     "relay.after_publish",  # published and confirmed, not yet marked
     "consumer.before_ack",  # a message handled and committed, not yet acknowledged
+    "migrate.between_batches",  # a migration's batch committed, the next not begun
 )
 
 _rng: random.Random | None = None
