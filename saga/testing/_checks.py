@@ -12,6 +12,7 @@ import itertools
 from datetime import timedelta
 from typing import TYPE_CHECKING, Final
 
+from saga.core.sagas.plans import MIGRATED
 from saga.exceptions import NotFound
 
 if TYPE_CHECKING:
@@ -44,11 +45,24 @@ def history_problems(
         history = engine.sagas.history(saga_id)
         if seen is not None:
             seen(saga, history)
-        machine = engine.registry.get(saga.kind, saga.definition_version).machine
         found += _trail(saga, history)
-        found += _declared(machine, saga, history)
-        found += _timers(machine, saga, history)
+        found += _declared(_machines(engine, saga), saga, history)
+        found += _timers(_machines(engine, saga), saga, history)
     return found
+
+
+def _machines(engine: Engine, saga: SagaRecord) -> Callable[[TransitionRecord], Machine | None]:
+    """Each audit row's machine: the definition it was made under (``None``: one retired)."""
+
+    def machine_of(row: TransitionRecord) -> Machine | None:
+        try:
+            return engine.registry.get(
+                saga.kind, row.definition_version or saga.definition_version
+            ).machine
+        except NotFound:
+            return None
+
+    return machine_of
 
 
 def _trail(saga: SagaRecord, history: Sequence[TransitionRecord]) -> list[str]:
@@ -67,10 +81,21 @@ def _trail(saga: SagaRecord, history: Sequence[TransitionRecord]) -> list[str]:
     return found
 
 
-def _declared(machine: Machine, saga: SagaRecord, history: Sequence[TransitionRecord]) -> list[str]:
+def _declared(
+    machine_of: Callable[[TransitionRecord], Machine | None],
+    saga: SagaRecord,
+    history: Sequence[TransitionRecord],
+) -> list[str]:
     found = []
     for row in history:
         where = f"saga {saga.id} v{row.version}: {row.from_state} --{row.event}--> {row.to_state}"
+        machine = machine_of(row)
+        if machine is None:
+            continue  # made under a definition the application retired: history
+        if row.event == MIGRATED:
+            if not machine.has_state(row.to_state):
+                found.append(f"{where}: migrated to a state v{machine.version} does not have")
+            continue
         if row.from_state is None:
             if row.event != "start" or row.to_state != machine.initial.name:
                 found.append(f"{where} is not how a {machine.name} starts")
@@ -91,15 +116,26 @@ def _declared(machine: Machine, saga: SagaRecord, history: Sequence[TransitionRe
     return found
 
 
-def _timers(machine: Machine, saga: SagaRecord, history: Sequence[TransitionRecord]) -> list[str]:
+def _timers(
+    machine_of: Callable[[TransitionRecord], Machine | None],
+    saga: SagaRecord,
+    history: Sequence[TransitionRecord],
+) -> list[str]:
     """A timeout fires once per deadline, and never before it."""
     found = []
     fired: dict[datetime, int] = {}
+    entered = history[0].at if history else saga.created_at
     for before, after in itertools.pairwise(history):
+        # A migration keeps the time its saga entered the state it moved from.
+        if before.event != MIGRATED:
+            entered = before.at
+        machine = machine_of(before)
+        if machine is None:
+            continue
         state = machine.state(before.to_state)
         if state.timeout is None or after.event != state.timeout.event or after.actor != "timer":
             continue
-        since = saga.created_at if state.timeout.since == "created" else before.at
+        since = saga.created_at if state.timeout.since == "created" else entered
         deadline = since + timedelta(seconds=state.timeout.duration(saga.data))
         if after.at + _CLOCK_SLACK < deadline:
             found.append(

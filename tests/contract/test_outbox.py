@@ -302,9 +302,10 @@ def test_verify_catches_a_transition_without_its_declared_event(orders):
     execute(orders, "DELETE FROM outbox WHERE type = 'order.paid'")
     report = verify(orders)
     (rule,) = [r for r in report.invariants if r.name == "outbox"]
-    assert [f"saga {saga_id} v2 entered paid without its order.paid event in the outbox"] == (
-        rule.problems
-    )
+    # (With a hint at since=: no transition wrote one, as if it was declared after them.)
+    assert [f"saga {saga_id} v2 entered paid without its order.paid event in the outbox"] == [
+        problem.split(";")[0] for problem in rule.problems
+    ]
 
 
 def test_verify_does_not_ask_for_events_before_the_prune_horizon(orders):

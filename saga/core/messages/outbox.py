@@ -57,6 +57,11 @@ class Emit:
         compute: more fields, computed from the saga after the transition.
         schema_version: the version of the event's shape; raise it when a
             field changes meaning, so consumers can tell.
+        since: the first definition version of the kind whose transitions
+            emit it (default: every version).  An event added to a running
+            application is declared with a new version of its machine and
+            ``since=`` that version: transitions made under older versions
+            never wrote it, and ``saga verify`` expects it only from then on.
 
     """
 
@@ -65,6 +70,7 @@ class Emit:
     fields: Sequence[str] = ()
     compute: Fields = _no_fields
     schema_version: int = 1
+    since: int | None = None
     _states: tuple[str, ...] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -88,7 +94,13 @@ class Emit:
         found += [f"{where} names no state {s!r}" for s in self.states if not machine.has_state(s)]
         if self.schema_version < 1:
             found.append(f"{where}: schema_version starts at 1")
+        if self.since is not None and self.since < 1:
+            found.append(f"{where}: since names a definition version (1 or more)")
         return found
+
+    def applies_to(self, definition_version: int) -> bool:
+        """Whether transitions made under ``definition_version`` emit it (see ``since``)."""
+        return self.since is None or definition_version >= self.since
 
     def data(self, saga: SagaRecord) -> dict[str, Any]:
         """The event's fields for ``saga`` (missing data keys are ``None``)."""
@@ -121,7 +133,7 @@ def emit_in(tx: Tx, emits: Sequence[Emit], saga: SagaRecord) -> int:
     """Write the outbox rows of ``saga`` entering its state, inside ``tx``; how many."""
     written = 0
     for emit in emits:
-        if saga.state not in emit.states:
+        if saga.state not in emit.states or not emit.applies_to(saga.definition_version):
             continue
         tx.run(
             "insert_outbox_event",

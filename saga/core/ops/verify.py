@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from saga.codec import as_utc, maybe_utc
 from saga.core.messages.outbox import event_id
 from saga.core.ops.invariants import Invariant, Report
+from saga.core.sagas.plans import MIGRATED
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable
@@ -75,7 +76,7 @@ def verify(engine: Engine) -> Report:
 def _engine_facts(tx: Tx) -> dict[str, Any]:
     return {
         "without_operation": [row["id"] for row in tx.all("verify_sagas_without_operation")],
-        "transitions": tx.all("verify_transitions"),
+        "transitions": tx.all("verify_transitions", migrated=MIGRATED),
         "sagas": tx.all("verify_saga_versions"),
         "open_items": tx.all("verify_open_items"),
         "orphan_results": [row["job_id"] for row in tx.all("verify_orphan_results")],
@@ -104,6 +105,18 @@ def _machine(registry: Registry, kind: str, version: int) -> Machine | None:
         return None
 
 
+def _retired(registry: Registry, kind: str, version: int) -> bool:
+    """
+    Whether ``version`` of ``kind`` is older than one the application registers, and gone.
+
+    Its history stays (finished sagas, transitions made before a migration),
+    with no definition left to read it by: the application check refused
+    retiring it while it had live sagas, which is what matters.
+    """
+    versions = [t.machine.version for t in registry if t.machine.name == kind]
+    return bool(versions) and version < max(versions) and version not in versions
+
+
 def _expected_jobs(
     registry: Registry,
     transitions: Iterable[RowMapping],
@@ -126,7 +139,13 @@ def _expected_jobs(
         machine = _machine(registry, row["kind"], int(row["definition_version"]))
         if machine is None or not machine.has_state(row["to_state"]):
             continue
-        for action in machine.state(row["to_state"]).actions:
+        # A migration queued the actions still due, and says which.
+        actions = (
+            json.loads(row["queued"] or "[]")
+            if row["event"] == MIGRATED
+            else machine.state(row["to_state"]).actions
+        )
+        for action in actions:
             job = f"step:{row['saga_id']}:{row['version']}:{action}"
             expected[job] = f"{row['saga_id']} entered {row['to_state']} (v{row['version']})"
     for saga in sagas:
@@ -228,9 +247,15 @@ def _declared(facts: dict[str, Any]) -> Invariant:
         try:
             machine = registry.get(row["kind"], int(row["definition_version"])).machine
         except LookupError:
-            rule.check(False, f"{where}: kind {row['kind']} v{row['definition_version']} unknown")
+            if not _retired(registry, row["kind"], int(row["definition_version"])):
+                rule.check(
+                    False, f"{where}: kind {row['kind']} v{row['definition_version']} unknown"
+                )
             continue
-        if row["from_state"] is None:
+        if row["event"] == MIGRATED:
+            # The plan's mapping, checked when it ran: the target is a state here.
+            ok = machine.has_state(row["to_state"])
+        elif row["from_state"] is None:
             ok = row["event"] == "start" and row["to_state"] == machine.initial.name
         else:
             ok = any(
@@ -265,22 +290,38 @@ def _outbox(facts: dict[str, Any]) -> Invariant:
     )
     registry: Registry = facts["registry"]
     horizon = facts["outbox_horizon"]
+    written: dict[tuple[str, int, str], int] = defaultdict(int)
+    missing: list[tuple[tuple[str, int, str], str, bool]] = []
     for row in facts["transitions"]:
+        definition = int(row["definition_version"])
         try:
-            emits = registry.get(row["kind"], int(row["definition_version"])).emits
+            emits = registry.get(row["kind"], definition).emits
         except LookupError:
             continue  # reported by transitions_declared
-        if horizon is not None and as_utc(row["at"]) < horizon:
-            continue
+        if row["event"] == MIGRATED or (horizon is not None and as_utc(row["at"]) < horizon):
+            continue  # a migration publishes nothing: the business state did not change
         for emit in emits:
-            if row["to_state"] not in emit.states:
+            if row["to_state"] not in emit.states or not emit.applies_to(definition):
                 continue
-            wanted = event_id(row["saga_id"], int(row["version"]), emit.type)
-            rule.check(
-                wanted in facts["outbox_events"],
-                f"saga {row['saga_id']} v{row['version']} entered {row['to_state']} "
-                f"without its {emit.type} event in the outbox",
+            key = (row["kind"], definition, emit.type)
+            rule.checked += 1
+            if event_id(row["saga_id"], int(row["version"]), emit.type) in facts["outbox_events"]:
+                written[key] += 1
+                continue
+            where = f"saga {row['saga_id']} v{row['version']} entered {row['to_state']}"
+            missing.append(
+                (key, f"{where} without its {emit.type} event in the outbox", emit.since is None)
             )
+    for key, problem, unversioned in missing:
+        # Not one transition under this version wrote it: declared after they were made?
+        hint = (
+            f"; no transition under {key[0]} v{key[1]} wrote one: if {key[2]} was declared "
+            f"after they were made, declare it from a new version on: Emit({key[2]!r}, …, "
+            "since=V) on a new version of the machine"
+            if unversioned and not written[key]
+            else ""
+        )
+        rule.problems.append(problem + hint)
     return rule
 
 

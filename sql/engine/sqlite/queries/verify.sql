@@ -7,9 +7,14 @@ SELECT s.id FROM sagas s LEFT JOIN saga_operations o ON o.saga_id = s.id
 WHERE o.saga_id IS NULL;
 
 -- name: verify_transitions
--- The whole audit trail, per saga in version order.
+-- The whole audit trail, per saga in version order, each row with the
+-- definition it was made under (NULL: written before 0016 recorded it, by a
+-- release that could not migrate sagas: the saga's own) and, for a
+-- migration's row, what it re-derived.
 SELECT t.saga_id, t.version, t.from_state, t.to_state, t.event, t.job_id, t.lease_valid, t.at,
-       json_extract(t.payload, '$.event_id') AS event_id, s.kind, s.definition_version
+       json_extract(t.payload, '$.event_id') AS event_id, s.kind,
+       coalesce(t.definition_version, s.definition_version) AS definition_version,
+       CASE WHEN t.event = :migrated THEN json_extract(t.payload, '$.queued') END AS queued
 FROM saga_transitions t JOIN sagas s ON s.id = t.saga_id
 ORDER BY t.saga_id, t.version;
 
