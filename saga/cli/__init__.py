@@ -58,6 +58,7 @@ COMMAND_MODULES: Final = {
     "diagram": "misc",
     "instances": "instances",
     "explain": "instances",
+    "migrate": "migrate",
     "messages": "messages",
     "worker": "worker",
     "stats": "queue",

@@ -163,9 +163,17 @@ def _show(args: argparse.Namespace, out: Output) -> int:
         out.line(f"  deadline: {saga.deadline_event} at {iso(saga.deadline_at)}")
     out.line("history:")
     out.table(
-        ("  AT", "FROM", "TO", "EVENT", "ACTOR", "CAUSE"),
+        ("  AT", "DEF", "FROM", "TO", "EVENT", "ACTOR", "CAUSE"),
         (
-            (f"  {iso(h.at)}", h.from_state, h.to_state, h.event, h.actor, h.cause)
+            (
+                f"  {iso(h.at)}",
+                f"v{h.definition_version}",
+                h.from_state,
+                h.to_state,
+                h.event,
+                h.actor,
+                h.cause,
+            )
             for h in instance.history
         ),
     )
@@ -238,7 +246,10 @@ def _explain(args: argparse.Namespace, out: Output) -> int:
         out.json(explanation.to_json())
         return EXIT_OK
     shown = explanation.to_json()
-    out.line(f"{shown['kind']} {shown['id']} in {shown['state']}: {shown['verdict']}")
+    out.line(
+        f"{shown['kind']} v{shown['definition_version']} {shown['id']} in {shown['state']}: "
+        f"{shown['verdict']}"
+    )
     for reason in shown["reasons"]:
         out.line(f"  - {reason}")
     if shown["next"]:

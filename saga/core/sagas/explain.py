@@ -33,6 +33,8 @@ class Explanation:
     kind: str
     state: str
     verdict: str
+    #: The definition version the saga runs on.
+    definition_version: int
     reasons: tuple[str, ...]
     upcoming: tuple[tuple[datetime, str], ...] = field(default=())
     events: dict[str, int] = field(default_factory=dict)
@@ -42,6 +44,7 @@ class Explanation:
         return {
             "id": self.saga_id,
             "kind": self.kind,
+            "definition_version": self.definition_version,
             "state": self.state,
             "verdict": self.verdict,
             "reasons": list(self.reasons),
@@ -102,12 +105,15 @@ def _explain(instance: Instance, now: datetime, events: dict[str, int]) -> Expla
             "left to run; only an event (a message, an operator's saga instances fire) can"
         )
     if verdict == "terminal":
-        reasons.insert(0, f"{saga.state} is a final state of {saga.kind}")
+        reasons.insert(
+            0, f"{saga.state} is a final state of {saga.kind} v{saga.definition_version}"
+        )
     return Explanation(
         saga_id=saga.id,
         kind=saga.kind,
         state=saga.state,
         verdict=verdict,
+        definition_version=saga.definition_version,
         reasons=tuple(reasons),
         upcoming=tuple(sorted(upcoming, key=lambda entry: entry[0])),
         events=events,
