@@ -18,7 +18,7 @@ from saga.examples.approvals import app as approval_app
 from saga.exceptions import DatabaseError, SchemaOutOfDate
 from saga.purchase.app import PURCHASE_SQL
 from tests.conftest import PostgresSchema, require_postgres
-from tests.helpers import catalog, execute
+from tests.helpers import catalog, execute, rows
 
 
 def _engine_migrations_only(url: str, upto: int | None = None) -> Engine:
@@ -200,3 +200,36 @@ def test_a_database_before_the_sign_in_throttle_upgrades_and_throttles(db_url):
         assert Operators(old.db).sign_in("ann", "wrong-password-1", address="192.0.2.1") is None
         (attempt,) = Operators(old.db).attempts()
         assert ("ann", "refused") == (attempt["operator"], attempt["outcome"])
+
+
+def test_a_database_before_definition_versions_upgrades_with_its_audit_backfilled(db_url):
+    """0016 on a database of the last round: each audit row gets its saga's definition version."""
+    from saga.examples.approvals import app as approvals
+
+    with _engine_migrations_only(db_url, upto=15) as old:
+        for saga_id, state, version in (("a-1", "submitted", 1), ("a-2", "approved", 2)):
+            execute(
+                old,
+                "INSERT INTO sagas (id, kind, definition_version, state, version) "
+                "VALUES (:id, 'approval', 1, :state, :version)",
+                id=saga_id,
+                state=state,
+                version=version,
+            )
+        execute(
+            old,
+            "INSERT INTO saga_transitions (saga_id, version, from_state, to_state, event, actor) "
+            "VALUES ('a-1', 1, NULL, 'submitted', 'start', 'api'), "
+            "('a-2', 1, NULL, 'submitted', 'start', 'api'), "
+            "('a-2', 2, 'submitted', 'approved', 'approve', 'ann')",
+        )
+        assert "0016_definition_versions" in old.upgrade().applied
+        assert [1, 1, 1] == [
+            row["definition_version"]
+            for row in rows(old, "SELECT definition_version FROM saga_transitions ORDER BY id")
+        ]
+    with Engine(db_url, app=approvals) as engine:
+        # Opening an application that registers approval v1 marks its finished sagas.
+        assert "approved" == engine.sagas.get("a-2").state
+        finished = rows(engine, "SELECT id FROM sagas WHERE finished_at IS NOT NULL")
+        assert ["a-2"] == [row["id"] for row in finished]
