@@ -105,9 +105,7 @@ def _explain(instance: Instance, now: datetime, events: dict[str, int]) -> Expla
             "left to run; only an event (a message, an operator's saga instances fire) can"
         )
     if verdict == "terminal":
-        reasons.insert(
-            0, f"{saga.state} is a final state of {saga.kind} v{saga.definition_version}"
-        )
+        reasons.insert(0, f"{saga.state} is a final state of {saga.kind}")
     return Explanation(
         saga_id=saga.id,
         kind=saga.kind,
