@@ -75,6 +75,7 @@ def test_a_stale_decision_is_refused_even_when_the_state_matches(engine):
                 deadline_event=None,
                 deadline_seconds=None,
                 deadline_since_created=False,
+                finished=True,
                 event="close",
                 actor="a",
                 cause=None,
