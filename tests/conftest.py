@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, settings
 from psycopg import sql
 
 from saga import Engine
+from tests import schemas
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -106,11 +107,18 @@ def db_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("sqlite_url"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _schema_templates() -> Iterator[None]:
+    """The migrated templates tests/schemas.py copies from, removed at the end of the session."""
+    yield
+    schemas.discard()
+
+
 @pytest.fixture
 def engine(db_url: str) -> Iterator[Engine]:
-    """An engine with an up-to-date schema, on each backend."""
+    """An engine with an up-to-date schema (a copy of a migrated one), on each backend."""
     with Engine(db_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url) as eng:
         yield eng
 

@@ -13,6 +13,7 @@ import pytest
 from saga import Engine, NewJob
 from saga.cli import main
 from saga.core.queue.leases import Queue
+from tests import schemas
 from tests.helpers import dump
 
 PURCHASE_FIELDS = {
@@ -51,7 +52,7 @@ class Cli:
 @pytest.fixture
 def cli(db_url, capsys):
     with Engine(db_url, check_schema=False) as engine:
-        engine.upgrade()
+        schemas.migrate(engine)
     capsys.readouterr()  # the library logs with structlog's defaults until the CLI configures it
     return Cli(db_url, capsys)
 

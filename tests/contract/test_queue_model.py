@@ -23,6 +23,7 @@ from hypothesis.stateful import (
 from saga import Engine, NewJob
 from saga.core.queue.leases import Done, Queue
 from saga.exceptions import JobConflict
+from tests import schemas
 from tests.conftest import PostgresSchema, require_postgres
 from tests.helpers import expire_lease, scalar
 
@@ -37,7 +38,7 @@ class QueueModel(RuleBasedStateMachine):
     def open(self):
         self.url, self.cleanup = type(self).make_url()
         with Engine(self.url, check_schema=False) as setup:
-            setup.upgrade()
+            schemas.migrate(setup)
         self.engine = Engine(self.url)
         self.queue = Queue(self.engine.db)
         self.model = {}  # id -> dict(payload, state, attempts, token, expired)

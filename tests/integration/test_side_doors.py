@@ -24,7 +24,7 @@ from saga.core.messages.inbox import Inbox
 from saga.examples import enrollment as enrollment_app
 from saga.exceptions import ApplicationError, EventRefused, InvalidInput
 from saga.web import create_app
-from tests import recon_kinds_app
+from tests import recon_kinds_app, schemas
 from tests.helpers import count_rows, dump
 from tests.purchases import cli_json
 
@@ -40,7 +40,7 @@ def shop(engine):
 @pytest.fixture
 def school(db_url):
     with Engine(db_url, app=enrollment_app.app, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=enrollment_app.app) as engine:
         yield engine
         shutil.rmtree(enrollment_app.sandbox_for(engine).folder, ignore_errors=True)
@@ -287,7 +287,7 @@ def test_outcomes_without_a_judge_are_refused_when_opened(db_url):
 @pytest.fixture
 def desk(db_url):
     with Engine(db_url, app=recon_kinds_app.app, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=recon_kinds_app.app) as engine:
         yield engine
 
@@ -370,7 +370,7 @@ def test_an_observation_without_to_json_is_refused_when_opened(db_url):
 def test_an_unannotated_observation_without_to_json_is_refused_at_the_decision(db_url, capsys):
     """Exit 2 naming the protocol, not an AttributeError; nothing applied; audited."""
     with Engine(db_url, app=recon_kinds_app.bad_judge_app, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=recon_kinds_app.bad_judge_app) as engine:
         saga_id, item = unknown(engine, "payout", "transfer_unknown", bank="paid")
         code, said = saga_cli(
