@@ -141,6 +141,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.broker)
 
 
+@pytest.fixture
+def cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """
+    Operators' passwords hashed with argon2's cheapest parameters (argon2-cffi's test profile).
+
+    The defaults cost a fifth of a second a hash or a check by design, several
+    times in each console test; the console's logic is the same either way.  A
+    console in a process of its own, and the CLI, still hash with the defaults.
+    """
+    from argon2 import PasswordHasher, profiles
+
+    monkeypatch.setattr(
+        "saga.core.ops.operators._hasher",
+        lambda: PasswordHasher.from_parameters(profiles.CHEAPEST),
+    )
+    # The decoy hash made once per process: made anew, and cheaply, for the test.
+    monkeypatch.setattr("saga.core.ops.operators._decoy", [])
+
+
 @pytest.fixture(autouse=True)
 def _fresh_logging():
     """The CLI configures structlog for the process; give every test the defaults back."""
