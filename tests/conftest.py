@@ -20,6 +20,7 @@ from hypothesis import HealthCheck, settings
 from psycopg import sql
 
 from saga import Engine
+from tests import schemas
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -106,11 +107,18 @@ def db_url(request: pytest.FixtureRequest) -> str:
     return str(request.getfixturevalue("sqlite_url"))
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _schema_templates() -> Iterator[None]:
+    """The migrated templates tests/schemas.py copies from, removed at the end of the session."""
+    yield
+    schemas.discard()
+
+
 @pytest.fixture
 def engine(db_url: str) -> Iterator[Engine]:
-    """An engine with an up-to-date schema, on each backend."""
+    """An engine with an up-to-date schema (a copy of a migrated one), on each backend."""
     with Engine(db_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url) as eng:
         yield eng
 
@@ -131,6 +139,25 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.postgres)
         if names & {"broker", "outage"}:
             item.add_marker(pytest.mark.broker)
+
+
+@pytest.fixture
+def cheap_password_hashing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """
+    Operators' passwords hashed with argon2's cheapest parameters (argon2-cffi's test profile).
+
+    The defaults cost a fifth of a second a hash or a check by design, several
+    times in each console test; the console's logic is the same either way.  A
+    console in a process of its own, and the CLI, still hash with the defaults.
+    """
+    from argon2 import PasswordHasher, profiles
+
+    monkeypatch.setattr(
+        "saga.core.ops.operators._hasher",
+        lambda: PasswordHasher.from_parameters(profiles.CHEAPEST),
+    )
+    # The decoy hash made once per process: made anew, and cheaply, for the test.
+    monkeypatch.setattr("saga.core.ops.operators._decoy", [])
 
 
 @pytest.fixture(autouse=True)

@@ -215,11 +215,12 @@ def wait_until(predicate, timeout=60.0, interval=0.1):
 
 @contextlib.contextmanager
 def engine_on(url: str, app: Any = None) -> Iterator[Engine]:
-    """An engine running ``app`` on ``url``, its schema upgraded first (closed afterwards)."""
+    """An engine running ``app`` on ``url``, its schema migrated first (closed afterwards)."""
     from saga import Engine as _Engine
+    from tests.schemas import migrate
 
     with _Engine(url, app=app, check_schema=False) as setup:
-        setup.upgrade()
+        migrate(setup)
     with _Engine(url, app=app) as engine:
         yield engine
 

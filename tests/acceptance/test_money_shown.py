@@ -18,6 +18,7 @@ from saga.cli import main
 from saga.core.ops.operators import Operators
 from saga.examples.approvals import app as approval_app
 from saga.web import create_app
+from tests import schemas
 from tests.integration.test_console import PASSWORD, sign_in
 from tests.purchases import cli_json, settle
 
@@ -122,7 +123,7 @@ def test_money_through_the_provider_only_says_so(engine, db_url, capsys):
 def test_an_application_without_money_shows_none(db_url):
     """The seam's default: no money card on the saga's page."""
     with Engine(db_url, app=approval_app, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=approval_app) as engine:
         assert {} == engine.app.money(engine, ["any"])
         Operators(engine.db).add("ann", role="operator", password=PASSWORD)

@@ -24,6 +24,7 @@ from saga.core.queue.leases import Queue
 from saga.core.workers.worker import Worker
 from saga.purchase.steps import PurchaseSteps
 from saga.queue import NewJob
+from tests import schemas
 from tests.integration.test_console import console_process
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -57,7 +58,7 @@ def _browser_first():
 def world(postgres_url):
     """A purchase whose payment outcome is unknown (an open item), a dead letter, two operators."""
     with Engine(postgres_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(postgres_url) as engine:
         engine.services.catalogue.add("js", seats=5, price="49.00", currency="EUR")
         for n, method in enumerate(("pm_timeout_after_charge", "pm_ok", "pm_declined")):

@@ -153,8 +153,9 @@ CAUGHT = {
     "outbox_after_commit": ("invariants", "outbox"),
     "sqlite_deferred_begin": ("must_be_zero", "writes_rerun_after_lock_errors"),
 }
-# CI runs the quickest, every time; the rest are soaks (`pytest -m soak`):
-# the table of docs/chaos.md is theirs.
+# CI runs the quickest, every time (a chaos run each: slow, so not in the
+# fast tier); the rest are soaks (`pytest -m soak`): the table of docs/chaos.md
+# is theirs.
 IN_CI = (
     "consumer_without_inbox",
     "outbox_after_commit",
@@ -173,7 +174,9 @@ def caught(report, section, name):
 @pytest.mark.parametrize(
     "mutant",
     [
-        m if m in IN_CI else pytest.param(m, marks=[pytest.mark.slow, pytest.mark.soak])
+        pytest.param(
+            m, marks=[pytest.mark.slow] if m in IN_CI else [pytest.mark.slow, pytest.mark.soak]
+        )
         for m in sorted(CAUGHT)
     ],
 )
@@ -187,6 +190,7 @@ def test_the_harness_catches_the_engine_broken_on_purpose(postgres_url, tmp_path
     assert caught(report, section, name), report["problems"]
 
 
+@pytest.mark.slow  # a chaos run: about 30 s on 2 cores
 def test_the_unbroken_engine_passes_the_same_run(postgres_url):
     """The run the mutants fail, on the engine as shipped: no false alarm from the aimed faults."""
     code, report, _ = chaos(postgres_url, *SHORT)

@@ -39,6 +39,7 @@ from saga.purchase.faults import CRASH_POINTS
 from saga.purchase.inbox import ProviderEvent
 from saga.queue import DeadLetterFilter, DeadLetters
 from saga.testing import SagaClock
+from tests import schemas
 from tests.conftest import PostgresSchema, require_postgres
 
 pytestmark = [pytest.mark.chaos, pytest.mark.timeout(900)]
@@ -80,7 +81,7 @@ class PurchaseWorld(RuleBasedStateMachine):
             self._dir = tempfile.TemporaryDirectory()
             url = f"sqlite:///{self._dir.name}/saga.db"
         with Engine(url, check_schema=False) as setup:
-            setup.upgrade()
+            schemas.migrate(setup)
         self.engine = Engine(url)
         self.engine.services.catalogue.add("small", seats=2, price="10.00", currency="EUR")
         self.engine.services.catalogue.add("large", seats=4, price="10.00", currency="EUR")

@@ -18,6 +18,7 @@ from saga import Engine
 from saga.cli import main
 from saga.core.app_loading import load_app
 from saga.exceptions import ApplicationLoadFailed, InvalidInput
+from tests import schemas
 from tests.helpers import dump
 
 APP_MODULE = """
@@ -59,7 +60,8 @@ def user_module(tmp_path, monkeypatch):
 
 @pytest.fixture
 def upgraded(db_url):
-    assert 0 == main(["db", "upgrade", "--db", db_url])
+    with Engine(db_url, check_schema=False) as setup:
+        schemas.migrate(setup)
     return db_url
 
 

@@ -14,6 +14,7 @@ import pytest
 from saga import Engine
 from saga.cli import main
 from saga.exceptions import InvalidInput
+from tests import schemas
 from tests.helpers import dump, rows
 
 LONG = "x" * 300
@@ -22,7 +23,8 @@ DEEP = '{"a":' + "[" * 60_000 + "]" * 60_000 + "}"
 
 @pytest.fixture
 def shop(db_url, capsys):
-    assert 0 == main(["db", "upgrade", "--db", db_url])
+    with Engine(db_url, check_schema=False) as setup:
+        schemas.migrate(setup)
     assert 0 == main(
         [
             "intensive",

@@ -14,6 +14,7 @@ from saga import Engine
 from saga.cli import main
 from saga.core.queue.leases import Queue
 from saga.queue import NewJob
+from tests import schemas
 from tests.helpers import dump
 
 PURCHASE_FIELDS = {
@@ -52,7 +53,7 @@ class Cli:
 @pytest.fixture
 def cli(db_url, capsys):
     with Engine(db_url, check_schema=False) as engine:
-        engine.upgrade()
+        schemas.migrate(engine)
     capsys.readouterr()  # the library logs with structlog's defaults until the CLI configures it
     return Cli(db_url, capsys)
 

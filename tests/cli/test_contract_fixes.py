@@ -19,6 +19,7 @@ from psycopg import sql
 
 from saga import Engine
 from saga.cli import main
+from tests import schemas
 from tests.conftest import POSTGRES_URL, require_postgres
 from tests.helpers import scalar
 from tests.purchases import settle
@@ -62,7 +63,7 @@ def test_a_read_on_a_missing_sqlite_file_exits_4_and_creates_nothing(tmp_path, c
 def test_a_missing_sandbox_file_is_named(sqlite_url, capsys):
     """saga.db without its sandbox file: the ledger is not found, verify names why."""
     with Engine(sqlite_url, check_schema=False) as engine:
-        engine.upgrade()
+        schemas.migrate(engine)
     code, _, err = run(capsys, "sandbox", "ledger", "--db", sqlite_url)
     assert 4 == code
     assert "saga.sandbox.db" in err
@@ -232,7 +233,7 @@ def test_db_upgrade_creates_a_missing_postgres_schema(capsys):
 def test_a_crash_looping_worker_gives_up_with_one_traceback(sqlite_url, capsys, monkeypatch):
     """Workers that die as they start: backoff, then exit 1 with the traceback printed once."""
     with Engine(sqlite_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     monkeypatch.setenv("SAGA_TEST_SUPERVISOR_PID", str(os.getpid()))
     code, _, err = run(
         capsys, "worker", "--app", "tests.crashing_app:crash_looping", "--db", sqlite_url

@@ -16,6 +16,7 @@ import pytest
 
 from saga import Engine
 from saga.cli import main
+from tests import schemas
 from tests.helpers import dump
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -29,7 +30,8 @@ UNREACHABLE = "amqp://guest:guest@127.0.0.1:1/%2F"
 
 @pytest.fixture
 def upgraded(db_url):
-    assert 0 == main(["db", "upgrade", "--db", db_url])
+    with Engine(db_url, check_schema=False) as setup:
+        schemas.migrate(setup)
     return db_url
 
 

@@ -14,6 +14,7 @@ import pytest
 from saga import Application, Engine, Message, Registry, Route, by_saga_id
 from saga.examples.approvals import app, approval
 from saga.exceptions import ApplicationError, InvalidInput
+from tests import schemas
 from tests.helpers import dump, scalar
 from tests.purchases import cli_json
 
@@ -21,7 +22,7 @@ from tests.purchases import cli_json
 @pytest.fixture
 def approvals(db_url):
     with Engine(db_url, app=app, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=app) as engine:
         yield engine
 

@@ -24,6 +24,7 @@ from saga.core.sagas.transitions import fire_in
 from saga.examples.approvals import app as approvals_app
 from saga.examples.approvals import approval
 from saga.exceptions import ProviderUnavailable
+from tests import schemas
 from tests.helpers import dump, scalar
 from tests.purchases import cli_json
 
@@ -100,7 +101,7 @@ def service():
 @pytest.fixture
 def observed(db_url, service):
     with Engine(db_url, app=_app(service), check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=_app(service)) as engine:
         yield engine
 

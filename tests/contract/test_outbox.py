@@ -12,6 +12,7 @@ from saga.core.queue.backoff import Backoff
 from saga.events import Consumer, Emit, Event, Relay, Subscribers
 from saga.exceptions import ApplicationError, PublishFailed
 from saga.ops import verify
+from tests import schemas
 from tests.helpers import engine_on, execute, rows, scalar
 from tests.outbox_app import app, order
 
@@ -135,7 +136,7 @@ def test_a_rolled_back_transition_leaves_no_outbox_row(db_url):
     registry = Registry()
     registry.register(order, hooks=[Refuse()], emits=[Emit("order.paid", on="paid")])
     with Engine(db_url, app=app(registry=registry), check_schema=False) as engine:
-        engine.upgrade()
+        schemas.migrate(engine)
         (saga_id,) = place(engine)
         with pytest.raises(RuntimeError, match="refused"):
             engine.sagas.fire(saga_id, "pay", actor="test")

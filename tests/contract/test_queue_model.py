@@ -25,6 +25,7 @@ from saga.core.queue.leases import Queue
 from saga.core.queue.values import Done
 from saga.exceptions import JobConflict
 from saga.queue import NewJob
+from tests import schemas
 from tests.conftest import PostgresSchema, require_postgres
 from tests.helpers import expire_lease, scalar
 
@@ -39,7 +40,7 @@ class QueueModel(RuleBasedStateMachine):
     def open(self):
         self.url, self.cleanup = type(self).make_url()
         with Engine(self.url, check_schema=False) as setup:
-            setup.upgrade()
+            schemas.migrate(setup)
         self.engine = Engine(self.url)
         self.queue = Queue(self.engine.db)
         self.model = {}  # id -> dict(payload, state, attempts, token, expired)

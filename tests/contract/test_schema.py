@@ -17,8 +17,9 @@ from saga.core.store.sqlfiles import migrations, split_statements, tracking_tabl
 from saga.examples.approvals import app as approval_app
 from saga.exceptions import DatabaseError, SchemaOutOfDate
 from saga.purchase.app import PURCHASE_SQL
+from tests import schemas
 from tests.conftest import PostgresSchema, require_postgres
-from tests.helpers import catalog, execute, rows
+from tests.helpers import catalog, dump, execute, rows, scalar
 
 
 def _engine_migrations_only(url: str, upto: int | None = None) -> Engine:
@@ -233,3 +234,78 @@ def test_a_database_before_definition_versions_upgrades_with_its_audit_backfille
         assert "approved" == engine.sagas.get("a-2").state
         finished = rows(engine, "SELECT id FROM sagas WHERE finished_at IS NOT NULL")
         assert ["a-2"] == [row["id"] for row in finished]
+
+
+# What an upgrade takes from the clock, and tests/schemas.py sets anew at each copy.
+CLOCK_COLUMNS = {"saga_migrations": 3, "saga_component_migrations": 4, "prune_horizons": 1}
+
+
+def _contents(engine):
+    """The catalog, every row (the clock's values apart) and, on PostgreSQL, the sequences."""
+    rows_by_table = {
+        table: sorted(
+            tuple(row[:column] + row[column + 1 :]) if table in CLOCK_COLUMNS else tuple(row)
+            for row in found
+            for column in [CLOCK_COLUMNS.get(table, 0)]
+        )
+        for table, found in dump(engine).items()
+    }
+    sequences = (
+        rows(
+            engine,
+            "SELECT sequencename, data_type, start_value, increment_by, last_value, cycle "
+            "FROM pg_sequences WHERE schemaname = current_schema() ORDER BY 1",
+        )
+        if engine.db.dialect == "postgres"
+        else []
+    )
+    return catalog(engine), rows_by_table, sequences
+
+
+def _clock_values(engine):
+    return [
+        scalar(engine, f"SELECT min({column}) FROM {table}")
+        for table, column in (
+            ("saga_migrations", "applied_at"),
+            ("saga_component_migrations", "applied_at"),
+            ("prune_horizons", "horizon"),
+        )
+    ]
+
+
+def _assert_copy_is_migrated(fresh_url, copy_url, copy):
+    """An upgrade on ``fresh_url``, ``copy`` on ``copy_url`` (its template made before): equal."""
+    with Engine(copy_url, check_schema=False) as setup:
+        template = schemas._template_for(setup)  # made before the upgrade below, if not yet
+        with Engine(fresh_url, check_schema=False) as fresh:
+            fresh.upgrade()
+        copy(setup, template)
+    with Engine(fresh_url) as migrated, Engine(copy_url) as copied:
+        assert _contents(migrated) == _contents(copied)
+        pairs = zip(_clock_values(migrated), _clock_values(copied), strict=True)
+        assert all(made <= at for made, at in pairs), "the clock's values are the copy's"
+        assert required_versions(copied.db) == current_versions(copied.db)
+
+
+def test_the_tests_copy_of_a_migrated_database_is_one(db_url, second_url):
+    """What most tests start from (tests/schemas.py) is what an upgrade builds."""
+    _assert_copy_is_migrated(db_url, second_url, lambda setup, _: schemas.migrate(setup))
+
+
+def _stocked(setup, template):
+    template.stock.put(template.stock.get(timeout=60))  # one is ready
+    schemas._take_or_replay(template, setup.db.search_path_schema)
+
+
+def _replayed(setup, template):
+    schemas._replay(template, setup.db.search_path_schema, create=False)
+
+
+@pytest.mark.parametrize("copy", [_stocked, _replayed], ids=["stocked", "replayed"])
+def test_either_postgresql_copy_is_a_migrated_schema(postgres_url, copy):
+    """A schema replayed ahead and renamed, or replayed in place: what an upgrade builds."""
+    schema = PostgresSchema()
+    try:
+        _assert_copy_is_migrated(postgres_url, schema.url, copy)
+    finally:
+        schema.drop()

@@ -29,6 +29,9 @@ from saga.web import create_app
 from saga.web.guard import SESSION_COOKIE
 from tests.helpers import dump, execute, rows
 
+# Console tests sign in again and again: see the fixture.
+pytestmark = pytest.mark.usefixtures("cheap_password_hashing")
+
 PASSWORD = "correct-horse-battery"
 
 

@@ -24,6 +24,9 @@ from tests.integration.test_console import (
     unknown_payment,
 )
 
+# Console tests sign in again and again: see the fixture.
+pytestmark = pytest.mark.usefixtures("cheap_password_hashing")
+
 
 @pytest.fixture
 def shop(engine):

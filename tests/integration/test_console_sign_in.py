@@ -19,6 +19,9 @@ from tests.integration.test_console import (
     sign_in,
 )
 
+# Console tests sign in again and again: see the fixture.
+pytestmark = pytest.mark.usefixtures("cheap_password_hashing")
+
 
 @pytest.fixture
 def shop(engine):

@@ -30,6 +30,7 @@ from saga.core.store.db import Database
 from saga.core.workers.worker import Worker
 from saga.exceptions import DatabaseBusy
 from saga.queue import NewJob
+from tests import schemas
 from tests.conftest import IN_CI, _libpq_url
 from tests.helpers import db_now, rows, scalar, wait_until
 
@@ -46,7 +47,7 @@ def pg(postgres_url, monkeypatch):
     # test run, a chaos run) listen on the same channel.
     monkeypatch.setenv("SAGA_APPLICATION_NAME", f"saga-test-{uuid.uuid4().hex[:12]}")
     with Engine(postgres_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(postgres_url) as engine:
         yield engine
 
@@ -81,7 +82,7 @@ def test_a_dropped_listen_session_is_reconnected(pg):
 def test_a_stalled_sqlite_writer_gives_a_clear_error(sqlite_url, capsys, monkeypatch):
     """Another process holds the write lock: exit 1 naming the lock and the wait, no trace."""
     with Engine(sqlite_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
         setup.services.catalogue.add("js", seats=3, price="10.00", currency="EUR")
         path = setup.db.sqlite_path
     holder = sqlite3.connect(path, isolation_level=None)
@@ -267,7 +268,7 @@ def test_a_pooled_connection_the_server_ended_is_replaced_and_the_work_runs_once
     name = f"saga-stale-{os.getpid()}-{id(monkeypatch)}"
     monkeypatch.setenv("SAGA_APPLICATION_NAME", name)
     with Engine(postgres_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(postgres_url) as engine:
         engine.services.catalogue.add("js", seats=3, price="49.00", currency="EUR")  # pooled now
         with psycopg.connect(_libpq_url(postgres_url), autocommit=True) as admin:
@@ -291,7 +292,7 @@ def test_a_connection_lost_after_the_first_statement_is_never_run_again(postgres
     from saga.exceptions import DatabaseUnavailable
 
     with Engine(postgres_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     calls = []
 
     def work(tx):

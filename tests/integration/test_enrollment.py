@@ -22,6 +22,7 @@ from saga.core.faults import EXIT_CODE
 from saga.examples.enrollment import app, contract_key
 from saga.examples.enrollment_esign import sandbox_for
 from saga.testing import run_due
+from tests import schemas
 from tests.helpers import execute, expire_lease, make_due
 from tests.purchases import cli_json
 
@@ -31,7 +32,7 @@ APP = ("--app", "saga.examples.enrollment:app")
 @pytest.fixture
 def school(db_url):
     with Engine(db_url, app=app, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=app) as engine:
         yield engine
         shutil.rmtree(sandbox_for(engine).folder, ignore_errors=True)

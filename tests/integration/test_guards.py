@@ -27,6 +27,7 @@ from saga.core.sagas.timers import timer_kind
 from saga.core.workers.worker import Worker
 from saga.purchase import steps as purchase_steps
 from saga.purchase.steps import PurchaseSteps
+from tests import schemas
 from tests.counter_app import app
 from tests.helpers import execute, expire_lease, expire_lease_in, make_due, scalar
 from tests.parallel import race
@@ -49,7 +50,7 @@ def fire_ticks(url, saga_id, n, *, prepare=False, prepared=None):
 def test_concurrent_events_at_one_saga_all_apply_one_per_version(db_url):
     """8 processes fire at one saga at once: every event applies, versions 1..n contiguous."""
     with Engine(db_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=app()) as engine:
         saga_id = engine.sagas.start("counter", operation_id="c-1", request={}).saga.id
         versions = race(fire_ticks, [(db_url, saga_id, n) for n in range(8)])

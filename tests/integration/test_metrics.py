@@ -24,6 +24,7 @@ from saga.core import metrics
 from saga.core.messages.webhooks import WebhookDoor
 from saga.core.ops.stats import collect
 from saga.web import create_app
+from tests import schemas
 from tests.counter_app import app as counter_app
 from tests.helpers import scalar
 from tests.purchases import settle
@@ -122,7 +123,7 @@ def test_a_transition_is_counted_once_committed_and_never_when_rolled_back(db_ur
     """The counter moves after the commit: a transaction that rolls back counts nothing."""
     metrics.enable()
     with Engine(db_url, app=counter_app(), check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=counter_app()) as counters:
         saga = counters.sagas.start("counter", operation_id="c-1", request={}).saga
 

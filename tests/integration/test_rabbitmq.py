@@ -20,6 +20,7 @@ from saga import Engine
 from saga.core.messages.rabbitmq import connect
 from saga.events import Event
 from saga.purchase.events import recorded_sales
+from tests import schemas
 from tests.contract.test_outbox import Collect, Tally, expire_leases, make_due, outbox, place
 from tests.helpers import engine_on
 from tests.outbox_app import app
@@ -333,7 +334,7 @@ def test_in_process_subscribers_and_the_broker_both_confirm_before_a_row_is_mark
     got = Collect()
     subscribed = app(subscribers=lambda engine: {"order.*": [got]})
     with Engine(db_url, app=subscribed, check_schema=False) as engine:
-        engine.upgrade()
+        schemas.migrate(engine)
         queue = broker.bind("all", "#")
         place(engine, 2)
         got.failing = True

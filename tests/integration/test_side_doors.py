@@ -26,7 +26,7 @@ from saga.examples.enrollment_esign import sandbox_for
 from saga.exceptions import ApplicationError, EventRefused, InvalidInput
 from saga.sagas import RECONCILIATION
 from saga.web import create_app
-from tests import recon_kinds_app
+from tests import recon_kinds_app, schemas
 from tests.helpers import count_rows, dump
 from tests.purchases import cli_json
 
@@ -42,7 +42,7 @@ def shop(engine):
 @pytest.fixture
 def school(db_url):
     with Engine(db_url, app=enrollment_app.app, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=enrollment_app.app) as engine:
         yield engine
         shutil.rmtree(sandbox_for(engine).folder, ignore_errors=True)
@@ -289,7 +289,7 @@ def test_outcomes_without_a_judge_are_refused_when_opened(db_url):
 @pytest.fixture
 def desk(db_url):
     with Engine(db_url, app=recon_kinds_app.app, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=recon_kinds_app.app) as engine:
         yield engine
 
@@ -373,7 +373,7 @@ def test_an_observation_without_to_json_is_refused_when_opened(db_url):
 def test_an_unannotated_observation_without_to_json_is_refused_at_the_decision(db_url, capsys):
     """Exit 2 naming the protocol, not an AttributeError; nothing applied; audited."""
     with Engine(db_url, app=recon_kinds_app.bad_judge_app, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=recon_kinds_app.bad_judge_app) as engine:
         saga_id, item = unknown(engine, "payout", "transfer_unknown", bank="paid")
         code, said = saga_cli(

@@ -19,12 +19,13 @@ from saga import Engine
 from saga.core.ops import stats
 from saga.core.store.db import Database
 from saga.exceptions import DatabaseBusy, DatabaseError, DatabaseUnavailable
+from tests import schemas
 
 
 @pytest.fixture
 def db(sqlite_url):
     with Engine(sqlite_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     database = Database(sqlite_url)
     yield database
     database.dispose()

@@ -14,6 +14,7 @@ from saga import Application, Engine, Registry, Step
 from saga.core.queue.leases import Queue
 from saga.examples.approvals import app, approval
 from saga.exceptions import ApplicationError
+from tests import schemas
 from tests.helpers import make_due
 from tests.purchases import cli_json
 
@@ -23,7 +24,7 @@ APP = "saga.examples.approvals:app"
 @pytest.fixture
 def approvals(db_url):
     with Engine(db_url, app=app, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=app) as engine:
         yield engine
 

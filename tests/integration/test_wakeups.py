@@ -19,6 +19,7 @@ from saga import Engine
 from saga.core.queue.leases import Queue, claim_in
 from saga.core.queue.values import ClaimSpec
 from saga.queue import NewJob, enqueue_in
+from tests import schemas
 
 SENTINEL = "wakeups-test-end"
 
@@ -47,7 +48,7 @@ def received(conn, queue):
 def wired(postgres_url):
     """An engine on a fresh schema, a session listening, and a queue name of the test's own."""
     with Engine(postgres_url, check_schema=False) as engine:
-        engine.upgrade()
+        schemas.migrate(engine)
         conn = listener(postgres_url)
         try:
             yield engine, conn, f"q-{uuid.uuid4().hex}"
@@ -92,7 +93,7 @@ def test_a_job_left_for_others_still_wakes_them(wired):
 def test_a_new_saga_wakes_the_workers_of_its_queue(postgres_url):
     """A purchase accepted: its first step is due now, the purchase queue's workers hear of it."""
     with Engine(postgres_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(postgres_url) as engine:
         engine.services.catalogue.add("js", seats=2, price="49.00", currency="EUR")
         conn = listener(postgres_url)

@@ -29,6 +29,7 @@ from saga.core.messages.webhooks import WebhookDoor
 from saga.examples.approvals import app as approval_app
 from saga.exceptions import InvalidInput
 from saga.web import create_app
+from tests import schemas
 from tests.helpers import dump, rows
 from tests.integration.test_guards import start, steps
 from tests.purchases import cli_json
@@ -231,7 +232,7 @@ def test_the_door_will_not_open_without_a_secret_for_a_known_provider(shop, secr
 def test_an_applications_inbox_route_is_served_too(db_url):
     """A user's application: its routes' source takes {event_id, type, payload}."""
     with Engine(db_url, app=approval_app, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     with Engine(db_url, app=approval_app) as approvals:
         door = WebhookDoor(approvals, {"esign": (SECRET,)})
         client = create_app(approvals, door=door).test_client()

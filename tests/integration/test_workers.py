@@ -18,6 +18,7 @@ import pytest
 from saga import Engine
 from saga.core.queue.leases import Queue
 from saga.queue import NewJob
+from tests import schemas
 from tests.helpers import expire_lease, rows, scalar, wait_until
 from tests.parallel import race
 
@@ -172,7 +173,7 @@ WHERE datname = current_database() AND application_name = :name
 def test_postgres_workers_wake_on_notify(postgres_url):
     """With a 60 s poll interval, a new job is still picked up at once: LISTEN/NOTIFY."""
     with Engine(postgres_url, check_schema=False) as setup:
-        setup.upgrade()
+        schemas.migrate(setup)
     command = [
         sys.executable,
         "-m",
