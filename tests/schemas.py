@@ -130,6 +130,11 @@ def migrate(setup: Engine) -> None:
     PostgreSQL schema must be empty.
     """
     db = setup.db
+    if _in_use(db):
+        # A test opening a second engine on its database (another version of
+        # its application): the schema is there; upgrading it is what happens.
+        setup.upgrade()
+        return
     template = _template_for(setup)
     if db.dialect == "sqlite":
         _copy_file(template, db)
@@ -139,6 +144,19 @@ def migrate(setup: Engine) -> None:
         schema = db.search_path_schema
         assert schema is not None, "a test's PostgreSQL URL names its schema"
         _take_or_replay(template, schema)
+
+
+def _in_use(db: Database) -> bool:
+    """Whether the database already holds tables (a copy goes to an empty one only)."""
+    if db.dialect == "sqlite":
+        return db.sqlite_path is not None and db.sqlite_path.exists()
+    schema = db.search_path_schema
+    server = db.url.set(drivername="postgresql").difference_update_query(["options"])
+    with psycopg.connect(server.render_as_string(hide_password=False)) as conn:
+        found = conn.execute(
+            "SELECT count(*) FROM information_schema.tables WHERE table_schema = %s", (schema,)
+        ).fetchone()
+    return bool(found and found[0])
 
 
 def _copy_file(template: _Template, db: Database) -> None:
