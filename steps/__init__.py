@@ -11,7 +11,13 @@ classifies its outcome as succeeded, failed or unknown.
 from __future__ import annotations
 
 from steps._methods import DEFAULT_PAYMENT_METHOD, PAYMENT_METHODS, PaymentMethod
-from steps._provider import ObservedProvider, PaymentProvider, ProviderPayment, ProviderRefund
+from steps._provider import (
+    ObservedProvider,
+    PaymentProvider,
+    ProviderAuthorization,
+    ProviderPayment,
+    ProviderRefund,
+)
 from steps.errors import OutcomeUnknown, PermanentError, StepError, TransientError
 
 __all__ = [
@@ -22,6 +28,7 @@ __all__ = [
     "PaymentMethod",
     "PaymentProvider",
     "PermanentError",
+    "ProviderAuthorization",
     "ProviderPayment",
     "ProviderRefund",
     "StepError",

@@ -14,6 +14,7 @@ _T = TypeVar("_T")
 
 ChargeStatus = Literal["pending", "succeeded", "failed", "cancelled"]
 RefundStatus = Literal["pending", "succeeded", "failed"]
+AuthorizationStatus = Literal["pending", "authorized", "failed", "captured", "voided", "expired"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -44,6 +45,29 @@ class ProviderRefund:
     status: RefundStatus
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProviderAuthorization:
+    """
+    An authorization as the provider reports it: money held on the buyer's card.
+
+    It ends captured (the capture is a payment, made under its own key),
+    voided (under the void's key), failed (declined) or expired (the
+    provider let it lapse); never both captured and voided.
+    """
+
+    authorization_id: str
+    key: str
+    status: AuthorizationStatus
+    amount_minor: int
+    authorized_minor: int | None
+    currency: str
+
+    @property
+    def alive(self) -> bool:
+        """Whether it may still be captured (or voided): pending or authorized."""
+        return self.status in ("pending", "authorized")
+
+
 class PaymentProvider(Protocol):
     """
     A payment provider with idempotency keys, like real ones.
@@ -70,6 +94,25 @@ class PaymentProvider(Protocol):
 
     def refund_status(self, *, key: str) -> ProviderRefund | None:
         """The refund made under ``key``, or ``None`` if there is none."""
+
+    def authorize(
+        self, *, key: str, amount_minor: int, currency: str, method: str, reference: str
+    ) -> ProviderAuthorization:
+        """Hold the amount on the buyer's card under ``key``; the same key again, the same one."""
+
+    def authorization_status(self, *, key: str) -> ProviderAuthorization | None:
+        """The authorization made under ``key``, or ``None`` if there is none."""
+
+    def capture(self, *, key: str, authorization_id: str, amount_minor: int) -> ProviderPayment:
+        """
+        Take held money under ``key``: a payment, read by that key like any other.
+
+        It succeeded, or failed when the authorization can no longer be
+        captured (voided, expired, declined); the same key again returns it.
+        """
+
+    def void(self, *, key: str, authorization_id: str) -> ProviderAuthorization:
+        """Release an authorization under ``key`` unless it was captured; its status after."""
 
 
 class ObservedProvider:
@@ -124,6 +167,42 @@ class ObservedProvider:
     def refund_status(self, *, key: str) -> ProviderRefund | None:
         """See :meth:`PaymentProvider.refund_status`."""
         return self._call("refund_status", lambda: self.provider.refund_status(key=key))
+
+    def authorize(
+        self, *, key: str, amount_minor: int, currency: str, method: str, reference: str
+    ) -> ProviderAuthorization:
+        """See :meth:`PaymentProvider.authorize`."""
+        return self._call(
+            "authorize",
+            lambda: self.provider.authorize(
+                key=key,
+                amount_minor=amount_minor,
+                currency=currency,
+                method=method,
+                reference=reference,
+            ),
+        )
+
+    def authorization_status(self, *, key: str) -> ProviderAuthorization | None:
+        """See :meth:`PaymentProvider.authorization_status`."""
+        return self._call(
+            "authorization_status", lambda: self.provider.authorization_status(key=key)
+        )
+
+    def capture(self, *, key: str, authorization_id: str, amount_minor: int) -> ProviderPayment:
+        """See :meth:`PaymentProvider.capture`."""
+        return self._call(
+            "capture",
+            lambda: self.provider.capture(
+                key=key, authorization_id=authorization_id, amount_minor=amount_minor
+            ),
+        )
+
+    def void(self, *, key: str, authorization_id: str) -> ProviderAuthorization:
+        """See :meth:`PaymentProvider.void`."""
+        return self._call(
+            "void", lambda: self.provider.void(key=key, authorization_id=authorization_id)
+        )
 
     def _call(self, operation: str, call: Callable[[], _T]) -> _T:
         try:

@@ -1,7 +1,8 @@
 """
 The sandbox payment provider: a stand-in for a real one, failing like real ones do.
 
-Its test payment methods (DESIGN.md §4) behave like test cards.  It keeps
+Its test payment methods (DESIGN.md §4) behave like test cards, for
+charges and for card holds (:mod:`saga.purchase.sandbox_holds`).  It keeps
 its ledger in its own database (a sibling SQLite file, or a schema of its
 own on PostgreSQL) through its own connection, never inside an engine
 transaction, and honours idempotency keys like real providers: the same key
@@ -20,6 +21,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from saga.codec import digest, load_json
 from saga.exceptions import DatabaseMissing
+from saga.purchase._sandbox_rows import must, payment_of, refund_of, same_params
+from saga.purchase.sandbox_holds import SandboxHolds
 from saga.purchase.sandbox_methods import (
     announce_charge,
     charge_outcome,
@@ -74,7 +77,7 @@ class Webhook:
     body: dict[str, Any]
 
 
-class Sandbox:
+class Sandbox(SandboxHolds):
     """
     The sandbox provider; implements :class:`steps.PaymentProvider`.
 
@@ -137,7 +140,7 @@ class Sandbox:
         def work(tx: Tx) -> tuple[ProviderPayment, bool]:
             existing = tx.one("charge_by_key", key=key)
             if existing is not None:
-                return _checked(existing, params, key), False
+                return payment_of(same_params(existing, params, key)), False
             status, charged = charge_outcome(method, amount_minor)
             payment_id = f"pay_{uuid.uuid4().hex[:20]}"
             inserted = tx.one(
@@ -154,11 +157,11 @@ class Sandbox:
             )
             if inserted is None:  # a concurrent call with the same key won
                 row = tx.one("charge_by_key", key=key)
-                row = _must(row)
-                return _checked(row, params, key), False
+                row = must(row)
+                return payment_of(same_params(row, params, key)), False
             row = tx.one("charge_by_key", key=key)
-            row = _must(row)
-            payment = _payment(row)
+            row = must(row)
+            payment = payment_of(row)
             announce_charge(tx, payment, method, reference)
             return payment, True
 
@@ -178,7 +181,7 @@ class Sandbox:
             return tx.one("charge_by_key", key=key)
 
         row = self.db.transaction(work)
-        return None if row is None else _payment(row)
+        return None if row is None else payment_of(row)
 
     def cancel_payment(self, *, key: str) -> ProviderPayment | None:
         """
@@ -193,8 +196,8 @@ class Sandbox:
             settle_due(tx)
             row = tx.one("lock_charge", key=key)
             if row is None or row["status"] != "pending":
-                return None if row is None else _payment(row)
-            payment = _payment(row)
+                return None if row is None else payment_of(row)
+            payment = payment_of(row)
             if row["method"] == PaymentMethod.LATE:
                 tx.run(
                     "set_charge_status",
@@ -204,12 +207,12 @@ class Sandbox:
                     charged_minor=payment.amount_minor,
                 )
                 done = tx.one("charge_by_id", payment_id=payment.payment_id)
-                done = _must(done)
+                done = must(done)
                 queue_webhook(
                     tx,
                     f"evt_{uuid.uuid4().hex[:20]}",
                     "payment.succeeded",
-                    payment_body(_payment(done), row["reference"]),
+                    payment_body(payment_of(done), row["reference"]),
                     delay=0.2,
                 )
                 return payment
@@ -221,7 +224,7 @@ class Sandbox:
                 charged_minor=None,
             )
             cancelled = tx.one("charge_by_id", payment_id=payment.payment_id)
-            return None if cancelled is None else _payment(cancelled)
+            return None if cancelled is None else payment_of(cancelled)
 
         return self.db.transaction(work)
 
@@ -240,7 +243,7 @@ class Sandbox:
                         f"sandbox: refund key {key!r} reused with other parameters"
                     )
                 charge = tx.one("charge_by_id", payment_id=payment_id)
-                return _refund(existing), False, "" if charge is None else charge["method"]
+                return refund_of(existing), False, "" if charge is None else charge["method"]
             charge = tx.one("charge_by_id", payment_id=payment_id)
             if charge is None or charge["status"] != "succeeded":
                 raise PermanentError(f"sandbox: payment {payment_id} has no money to refund")
@@ -263,11 +266,11 @@ class Sandbox:
                 is None
             ):
                 row = tx.one("refund_by_key", key=key)
-                row = _must(row)
-                return _refund(row), False, method
+                row = must(row)
+                return refund_of(row), False, method
             row = tx.one("refund_by_key", key=key)
-            row = _must(row)
-            refund = _refund(row)
+            row = must(row)
+            refund = refund_of(row)
             kind = "refund.succeeded" if status == "succeeded" else "refund.failed"
             queue_webhook(
                 tx,
@@ -297,7 +300,7 @@ class Sandbox:
     def refund_status(self, *, key: str) -> ProviderRefund | None:
         """The refund made under ``key``, or ``None``."""
         row = self.db.transaction(lambda tx: tx.one("refund_by_key", key=key), write=False)
-        return None if row is None else _refund(row)
+        return None if row is None else refund_of(row)
 
     # -- webhooks and ledger ----------------------------------------------------------
 
@@ -323,50 +326,19 @@ class Sandbox:
         return None if value is None else float(value)
 
     def ledger(self) -> dict[str, list[dict[str, Any]]]:
-        """Every charge and refund, as the contract's ``saga sandbox ledger`` shows them."""
+        """
+        Every charge and refund, as the contract's ``saga sandbox ledger`` shows them.
+
+        And every authorization (version 2's card holds): a capture is a charge
+        its authorization names (``capture_id``), a void is its ``void_key``.
+        """
 
         def work(tx: Tx) -> dict[str, list[dict[str, Any]]]:
             settle_due(tx)
             return {
                 "charges": [dict(row) for row in tx.all("ledger_charges")],
                 "refunds": [dict(row) for row in tx.all("ledger_refunds")],
+                "authorizations": [dict(row) for row in tx.all("ledger_authorizations")],
             }
 
         return self.db.transaction(work)
-
-
-def _must(row: RowMapping | None) -> RowMapping:
-    """A row the statement before guarantees (inserted, updated or in conflict)."""
-    if row is None:
-        msg = "sandbox ledger row vanished inside its own transaction"
-        raise RuntimeError(msg)
-    return row
-
-
-def _checked(row: RowMapping, params: str, key: str) -> ProviderPayment:
-    if row["params_digest"] != params:
-        raise PermanentError(
-            f"sandbox: idempotency key {key!r} was already used with other parameters"
-        )
-    return _payment(row)
-
-
-def _payment(row: RowMapping) -> ProviderPayment:
-    return ProviderPayment(
-        payment_id=row["payment_id"],
-        key=row["key"],
-        status=row["status"],
-        amount_minor=int(row["amount_minor"]),
-        charged_minor=None if row["charged_minor"] is None else int(row["charged_minor"]),
-        currency=row["currency"],
-    )
-
-
-def _refund(row: RowMapping) -> ProviderRefund:
-    return ProviderRefund(
-        refund_id=row["refund_id"],
-        key=row["key"],
-        payment_id=row["payment_id"],
-        amount_minor=int(row["amount_minor"]),
-        status=row["status"],
-    )

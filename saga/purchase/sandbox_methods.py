@@ -17,7 +17,7 @@ from steps import PaymentMethod
 
 if TYPE_CHECKING:
     from saga import Tx
-    from steps import ProviderPayment
+    from steps import ProviderAuthorization, ProviderPayment
 
 # What pm_amount_mismatch charges on top of the asked amount, in minor units.
 MISMATCH_EXTRA: Final = 100
@@ -27,6 +27,8 @@ SETTLE_SECONDS: Final = 1.0
 # that charge comes later than the call's answer would have, so the engine
 # meets the unknown outcome first (reconciliation) and the webhook after it.
 LATE_WEBHOOK_SECONDS: Final = 3.0
+# An authorization nobody captured or voided lapses after a week, as at real providers.
+AUTHORIZATION_LIFETIME_SECONDS: Final = 7 * 24 * 3600
 
 
 def announce_charge(tx: Tx, payment: ProviderPayment, method: str, reference: str) -> None:
@@ -62,12 +64,15 @@ def announce_charge(tx: Tx, payment: ProviderPayment, method: str, reference: st
 
 
 def settle_due(tx: Tx) -> None:
-    """Charges that settle after a delay succeed once it has passed (read lazily)."""
-    tx.run(
-        "settle_due_charges",
-        method=PaymentMethod.STALE_FAILURE_FIRST.value,
-        settle_seconds=SETTLE_SECONDS,
-    )
+    """
+    What time did to the ledger, read lazily before anything looks.
+
+    Charges and authorizations that settle after a delay succeed once it
+    has passed; holds past their lifetime lapse.
+    """
+    for query in ("settle_due_charges", "settle_due_authorizations"):
+        tx.run(query, method=PaymentMethod.STALE_FAILURE_FIRST.value, settle_seconds=SETTLE_SECONDS)
+    tx.run("expire_authorizations", lifetime_seconds=AUTHORIZATION_LIFETIME_SECONDS)
 
 
 def charge_outcome(method: str, amount_minor: int) -> tuple[str, int | None]:
@@ -79,6 +84,65 @@ def charge_outcome(method: str, amount_minor: int) -> tuple[str, int | None]:
     if method == PaymentMethod.AMOUNT_MISMATCH:
         return "succeeded", amount_minor + MISMATCH_EXTRA
     return "succeeded", amount_minor
+
+
+def authorization_outcome(method: str, amount_minor: int) -> tuple[str, int | None]:
+    """
+    A new authorization's status and the amount it holds, as ``method`` says.
+
+    Like a charge (:func:`charge_outcome`), but for the timeouts: in version
+    2 the money moves at the capture, so that is where they strike.
+    """
+    if method == PaymentMethod.DECLINED:
+        return "failed", None
+    if method in (PaymentMethod.LATE, PaymentMethod.STALE_FAILURE_FIRST):
+        return "pending", None
+    if method == PaymentMethod.AMOUNT_MISMATCH:
+        return "authorized", amount_minor + MISMATCH_EXTRA
+    return "authorized", amount_minor
+
+
+def announce_authorization(
+    tx: Tx, authorization: ProviderAuthorization, method: str, reference: str
+) -> None:
+    """Queue the webhooks a new authorization sends, as its method says (like a charge's)."""
+    if authorization.status == "pending" and method != PaymentMethod.STALE_FAILURE_FIRST:
+        return
+    body = authorization_body(authorization, reference)
+    if method == PaymentMethod.STALE_FAILURE_FIRST:
+        stale = {**body, "status": "failed", "created_order": 0}
+        queue_webhook(tx, f"evt_{uuid.uuid4().hex[:20]}", "authorization.failed", stale, delay=0.0)
+        settled = {**body, "status": "authorized", "amount_minor": authorization.amount_minor}
+        queue_webhook(
+            tx,
+            f"evt_{uuid.uuid4().hex[:20]}",
+            "authorization.succeeded",
+            settled,
+            delay=SETTLE_SECONDS,
+        )
+        return
+    kind = (
+        "authorization.succeeded"
+        if authorization.status == "authorized"
+        else "authorization.failed"
+    )
+    event_id = f"evt_{uuid.uuid4().hex[:20]}"
+    for _ in range(2 if method == PaymentMethod.DUPLICATE_WEBHOOKS else 1):
+        queue_webhook(tx, event_id, kind, body, delay=0.0)
+    if method == PaymentMethod.OUT_OF_ORDER_WEBHOOKS:
+        stale = {**body, "status": "failed", "created_order": 0}
+        queue_webhook(tx, f"evt_{uuid.uuid4().hex[:20]}", "authorization.failed", stale, delay=0.3)
+
+
+def authorization_body(authorization: ProviderAuthorization, reference: str) -> dict[str, Any]:
+    """The body of a webhook about ``authorization`` (its id as the event's ``payment_id``)."""
+    return {
+        "payment_id": authorization.authorization_id,
+        "amount_minor": authorization.authorized_minor,
+        "currency": authorization.currency,
+        "reference": reference,
+        "status": authorization.status,
+    }
 
 
 def payment_body(payment: ProviderPayment, reference: str) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""``saga sandbox ledger``: the sandbox payment provider's charges and refunds."""
+"""``saga sandbox ledger``: the sandbox payment provider's charges, refunds and card holds."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ def register(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     """Add ``sandbox``."""
     sandbox = subparsers.add_parser("sandbox", help="the sandbox payment provider")
     sandbox_commands = sandbox.add_subparsers(dest="action", metavar="ACTION", required=True)
-    ledger = sandbox_commands.add_parser("ledger", help="its charges and refunds")
+    ledger = sandbox_commands.add_parser(
+        "ledger", help="its charges and refunds, and its card holds (authorizations)"
+    )
     add_common_options(ledger, top_level=False)
     return {"sandbox ledger": Leaf(_ledger)}
 
@@ -49,8 +51,23 @@ def _ledger(args: argparse.Namespace, out: Output) -> int:
         }
         for r in ledger["refunds"]
     ]
+    holds = [
+        {
+            "authorization_id": a["authorization_id"],
+            "key": a["key"],
+            "amount": format_minor(int(a["authorized_minor"] or a["amount_minor"]), a["currency"]),
+            "currency": a["currency"],
+            "status": a["status"],
+            "reference": a["reference"],
+            "method": a["method"],
+            "requested_amount": format_minor(int(a["amount_minor"]), a["currency"]),
+            "capture_id": a["capture_id"],
+            "void_key": a["void_key"],
+        }
+        for a in ledger["authorizations"]
+    ]
     if out.as_json:
-        out.json({"charges": charges, "refunds": refunds})
+        out.json({"charges": charges, "refunds": refunds, "authorizations": holds})
         return EXIT_OK
     out.line(f"charges ({len(charges)}):")
     out.table(
@@ -64,5 +81,20 @@ def _ledger(args: argparse.Namespace, out: Output) -> int:
     out.table(
         ("REFUND", "PAYMENT", "KEY", "AMOUNT", "STATUS"),
         ((r["refund_id"], r["payment_id"], r["key"], r["amount"], r["status"]) for r in refunds),
+    )
+    out.line(f"authorizations ({len(holds)}):")
+    out.table(
+        ("AUTHORIZATION", "KEY", "AMOUNT", "STATUS", "CAPTURE", "VOID KEY"),
+        (
+            (
+                a["authorization_id"],
+                a["key"],
+                f"{a['amount']} {a['currency']}",
+                a["status"],
+                a["capture_id"] or "-",
+                a["void_key"] or "-",
+            )
+            for a in holds
+        ),
     )
     return EXIT_OK
