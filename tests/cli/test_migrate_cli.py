@@ -19,6 +19,10 @@ pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
 
 
+# The apply every test here runs: leave v1 -> v2, by ann.
+APPLY = ("migrate", "apply", "leave", "--to", "2", "--actor", "ann", "--reason", "v2 is out")
+
+
 @pytest.fixture
 def url(db_url):
     """Five v1 requests, two of them approved."""
@@ -82,17 +86,9 @@ def test_apply_moves_them_and_says_so_as_json(capsys, url):
     code, out, _ = saga(
         capsys,
         url,
-        "migrate",
-        "apply",
-        "leave",
-        "--to",
-        "2",
+        *APPLY,
         "--batch",
         "2",
-        "--actor",
-        "ann",
-        "--reason",
-        "v2 is out",
         "--json",
     )
     summary = json.loads(out)
@@ -109,15 +105,7 @@ def test_a_dry_run_moves_nothing(capsys, url):
     code, out, _ = saga(
         capsys,
         url,
-        "migrate",
-        "apply",
-        "leave",
-        "--to",
-        "2",
-        "--actor",
-        "ann",
-        "--reason",
-        "r",
+        *APPLY,
         "--dry-run",
     )
     assert (0, "would move 5 saga(s) of leave to v2 in 1 batch(es)") == (code, out.strip())
@@ -127,15 +115,7 @@ def test_an_unmapped_plan_refuses_apply_and_moves_nothing(capsys, url):
     code, _, err = saga(
         capsys,
         url,
-        "migrate",
-        "apply",
-        "leave",
-        "--to",
-        "2",
-        "--actor",
-        "ann",
-        "--reason",
-        "r",
+        *APPLY,
         app_name="leave_unmapped",
     )
     assert 2 == code
@@ -161,17 +141,9 @@ def test_a_killed_apply_resumes_where_it_stopped(tmp_path, url):
         sys.executable,
         "-m",
         "saga",
-        "migrate",
-        "apply",
-        "leave",
-        "--to",
-        "2",
+        *APPLY,
         "--batch",
         "2",
-        "--actor",
-        "ann",
-        "--reason",
-        "v2",
         "--json",
         "--db",
         url,
